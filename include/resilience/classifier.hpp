@@ -1,0 +1,64 @@
+// resilience/classifier.hpp — ready-made classifiers.
+//
+// A classifier is any predicate over `const outcome<T>&`. Retry reads `true`
+// as "transient: try again"; a circuit breaker reads it as "counts as a
+// failure". Write your own as a lambda, or combine these:
+//
+//   auto policy = resilience::retry_policy{}.retry_if(
+//       resilience::retry_on_errors{boost::asio::error::connection_reset,
+//                                   boost::asio::error::timed_out});
+#pragma once
+
+#include <resilience/outcome.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <initializer_list>
+#include <stdexcept>
+
+namespace resilience {
+
+// Default: any failure is transient, except a cancellation.
+struct retry_any_failure {
+  template <class T>
+  bool operator()(const outcome<T>& o) const noexcept {
+    return o.failed() && !o.cancelled();
+  }
+};
+
+// Retries only the listed error codes (compared with ==, so an error
+// condition such as errc::connection_reset matches every category mapping to it).
+class retry_on_errors {
+ public:
+  static constexpr std::size_t max_codes = 8;
+
+  retry_on_errors(std::initializer_list<error_code> codes) {
+    if (codes.size() == 0 || codes.size() > max_codes)
+      throw std::invalid_argument("retry_on_errors: codes must list 1 to 8 error codes");
+    std::copy(codes.begin(), codes.end(), codes_.begin());
+    size_ = codes.size();
+  }
+
+  template <class T>
+  bool operator()(const outcome<T>& o) const noexcept {
+    const error_code ec = o.error();
+    if (!ec || o.cancelled()) return false;
+    return std::any_of(codes_.begin(), codes_.begin() + size_,
+                       [&](const error_code& c) { return ec == c; });
+  }
+
+ private:
+  std::array<error_code, max_codes> codes_{};
+  std::size_t size_ = 0;
+};
+
+// Never retries (useful to switch retry off in configuration).
+struct retry_never {
+  template <class T>
+  bool operator()(const outcome<T>&) const noexcept {
+    return false;
+  }
+};
+
+}  // namespace resilience

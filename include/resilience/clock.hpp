@@ -1,0 +1,51 @@
+// resilience/clock.hpp — time, injected.
+//
+// Strategies never read a global clock: they take a Clock, which gives the
+// time (`now()`) and makes timers on an executor (`make_timer(ex)`). The
+// default is the steady clock with Asio's own timers; tests and simulations
+// use resilience::testing::manual_clock, whose time moves only when told.
+// Both measure time as std::chrono::steady_clock::time_point, so deadlines
+// and durations mean the same thing with either.
+//
+//   auto policy = resilience::retry_policy{}.clock(manual);  // virtual time
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <concepts>
+
+namespace resilience {
+
+using time_point = std::chrono::steady_clock::time_point;
+using duration = std::chrono::steady_clock::duration;
+
+struct steady_clock {
+  template <class Executor>
+  using timer_type = boost::asio::basic_waitable_timer<
+      std::chrono::steady_clock, boost::asio::wait_traits<std::chrono::steady_clock>, Executor>;
+
+  time_point now() const noexcept { return std::chrono::steady_clock::now(); }
+
+  template <class Executor>
+  timer_type<Executor> make_timer(const Executor& ex) const {
+    return timer_type<Executor>(ex);
+  }
+};
+
+// What a strategy needs of a clock: its time, and timers that wait on it with
+// `expires_after(d)` and `async_wait(token)` and honour cancellation slots.
+template <class C>
+concept clock = std::copy_constructible<C> && requires(const C& c, boost::asio::any_io_executor ex) {
+  { c.now() } -> std::same_as<time_point>;
+  c.make_timer(ex);
+};
+
+// now + d without overflow: a huge d means "never".
+inline time_point saturating_add(time_point t, duration d) noexcept {
+  if (d > time_point::max() - t) return time_point::max();
+  return t + d;
+}
+
+}  // namespace resilience

@@ -1,0 +1,33 @@
+// resilience/context.hpp — what an operation may know about the call it is in.
+//
+//   co_await resilience::co_retry(
+//       [&](const resilience::context& ctx) -> asio::awaitable<int> {
+//         log("attempt {} of {}", ctx.attempt, ctx.max_attempts);
+//         co_return co_await query(db);
+//       },
+//       policy);
+//
+// An operation may take a `const context&`, or nothing. Each stage of a
+// pipeline keeps its own copy and passes it inward, adjusted: a retry stage
+// sets the attempt number, a deadline stage tightens the deadline. A context
+// is a few words, so copying it costs nothing worth measuring.
+#pragma once
+
+#include <resilience/clock.hpp>
+
+#include <cstdint>
+
+namespace resilience {
+
+struct context {
+  // 1-based number of the current attempt of the innermost retry stage.
+  std::uint32_t attempt = 1;
+  // The most attempts that retry stage makes (1 outside any retry).
+  std::uint32_t max_attempts = 1;
+  // The time by which the whole call must be done; time_point::max() if none.
+  time_point deadline = time_point::max();
+
+  bool has_deadline() const noexcept { return deadline != time_point::max(); }
+};
+
+}  // namespace resilience

@@ -1,0 +1,35 @@
+// resilience/error.hpp — the library's one error category.
+//
+//   boost::system::error_code ec = resilience::error::timeout;
+//   if (ec == resilience::error::deadline_exceeded) { ... }
+//
+// Cancellation from outside is *not* in this category: it stays
+// boost::asio::error::operation_aborted, so callers can tell "someone stopped
+// me" from "a time bound ran out".
+#pragma once
+
+#include <boost/system/error_code.hpp>
+
+#include <type_traits>
+
+namespace resilience {
+
+enum class error : int {
+  // Zero is success in every error category.
+  timeout = 1,             // an attempt outlived its timeout stage
+  deadline_exceeded,       // the overall deadline passed
+  circuit_open,            // a circuit breaker rejected the call
+  retry_budget_exhausted,  // a retry budget refused another retry
+  bulkhead_full,           // a bulkhead had no room for the call
+};
+
+const boost::system::error_category& error_category() noexcept;
+
+inline boost::system::error_code make_error_code(error e) noexcept {
+  return {static_cast<int>(e), error_category()};
+}
+
+}  // namespace resilience
+
+template <>
+struct boost::system::is_error_code_enum<resilience::error> : std::true_type {};

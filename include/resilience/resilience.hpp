@@ -1,0 +1,14 @@
+// resilience/resilience.hpp — every public header of the library at once.
+//
+//   #include <resilience/resilience.hpp>
+//   int v = co_await resilience::co_retry(op, resilience::retry_policy{}.max_attempts(4));
+#pragma once
+
+#include <resilience/backoff.hpp>
+#include <resilience/classifier.hpp>
+#include <resilience/clock.hpp>
+#include <resilience/context.hpp>
+#include <resilience/error.hpp>
+#include <resilience/outcome.hpp>
+#include <resilience/random.hpp>
+#include <resilience/retry.hpp>

@@ -1,0 +1,342 @@
+// resilience/retry.hpp — co_retry: retry an awaitable operation with backoff.
+//
+//   using namespace std::chrono_literals;
+//   const auto policy = resilience::retry_policy{}
+//                           .max_attempts(5)
+//                           .backoff(resilience::backoff::exponential(100ms, 2.0, 5s))
+//                           .jitter(resilience::jitter::full)
+//                           .time_limit(20s);
+//   int rows = co_await resilience::co_retry([&] { return db.async_count(); }, policy);
+//
+// `op` is a callable that returns `asio::awaitable<T>`, taking nothing or a
+// `const resilience::context&`. co_retry returns the op's T.
+//
+// Attempts, not retries: max_attempts(5) calls op at most 5 times (1 attempt
+// and up to 4 retries). A policy stops at the first of:
+//   - an outcome its classifier does not call transient (success included):
+//     returned as is;
+//   - max_attempts reached: the last attempt's own outcome is returned, its
+//     exception rethrown as is or its error value returned as is;
+//   - the time limit: if the next delay would end past it, co_retry gives up
+//     at once with the last outcome instead of sleeping;
+//   - cancellation of the awaiting coroutine (its cancellation slot): co_retry
+//     ends at once with operation_aborted (in T's error channel, or thrown as
+//     boost::system::system_error when T has none), and calls op no more. A
+//     cancellation is never retried, whatever the classifier says.
+//
+// Waits use a timer of the policy's clock, bound to the coroutine's
+// cancellation slot. A zero delay yields (post) instead of arming a timer.
+//
+// The policy is a value type, validated as it is built (std::invalid_argument
+// names the field). It may be shared by any number of concurrent calls on any
+// threads; an lvalue policy is referenced, not copied, so it must outlive
+// the calls that use it. An rvalue policy is moved into the call.
+#pragma once
+
+#include <resilience/backoff.hpp>
+#include <resilience/classifier.hpp>
+#include <resilience/clock.hpp>
+#include <resilience/context.hpp>
+#include <resilience/outcome.hpp>
+#include <resilience/random.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace resilience {
+
+// What on_retry hooks receive, once per retry, before the wait.
+template <class T>
+struct retry_event {
+  std::uint32_t attempt;       // the attempt that just failed, 1-based
+  std::uint32_t max_attempts;  // the policy's limit
+  const outcome<T>& result;    // what that attempt produced
+  duration backoff;            // the delay before jitter
+  duration delay;              // the delay after jitter: what is waited
+};
+
+struct no_retry_hook {
+  template <class T>
+  void operator()(const retry_event<T>&) const noexcept {}
+};
+
+// The validated numbers of a retry policy.
+struct retry_options {
+  std::uint32_t max_attempts = 3;
+  backoff delays = backoff::exponential(std::chrono::milliseconds(100), 2.0, std::chrono::seconds(10))
+                       .with_jitter(jitter::full);
+  duration time_limit = duration::max();  // max() means none
+
+  friend bool operator==(const retry_options&, const retry_options&) = default;
+};
+
+namespace detail {
+
+template <class A>
+struct awaitable_parts;
+template <class T, class Executor>
+struct awaitable_parts<boost::asio::awaitable<T, Executor>> {
+  using value_type = T;
+  using executor_type = Executor;
+};
+
+template <class Op>
+decltype(auto) invoke_op(Op& op, const context& ctx) {
+  if constexpr (std::is_invocable_v<Op&, const context&>) {
+    return op(ctx);
+  } else {
+    static_assert(std::is_invocable_v<Op&>, "op must be callable with () or (const resilience::context&)");
+    return op();
+  }
+}
+
+template <class Op>
+using op_awaitable_t = std::remove_cvref_t<decltype(invoke_op(std::declval<Op&>(), std::declval<const context&>()))>;
+
+// Compiled in lib/: the text of a log line, and a failure's description.
+std::string describe_failure(const std::exception_ptr& ex, const error_code& ec);
+std::string format_retry_line(std::uint32_t attempt, std::uint32_t max_attempts, std::string_view failure,
+                              duration backoff, duration delay);
+
+template <class P>
+const P& deref(const P* p) noexcept {
+  return *p;
+}
+template <class P>
+const P& deref(const P& p) noexcept {
+  return p;
+}
+
+template <class T, class Executor, class Op, class Holder>
+boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx);
+
+}  // namespace detail
+
+template <class Classifier = retry_any_failure, class OnRetry = no_retry_hook, class Clock = steady_clock>
+class basic_retry_policy {
+  template <class, class, class>
+  friend class basic_retry_policy;
+
+ public:
+  using classifier_type = Classifier;
+  using clock_type = Clock;
+  using logger_type = std::function<void(std::string_view)>;
+
+  basic_retry_policy() = default;
+
+  // -- building (each returns a new policy; the old one is unchanged) --
+
+  // Total calls of op, the first one included. At least 1.
+  basic_retry_policy max_attempts(std::uint32_t n) const {
+    if (n == 0)
+      throw std::invalid_argument("retry_policy: max_attempts must be at least 1 (it counts the first attempt)");
+    auto p = *this;
+    p.options_.max_attempts = n;
+    return p;
+  }
+
+  // The delays between attempts. Keeps the jitter already chosen unless `b`
+  // names one other than none.
+  basic_retry_policy backoff(const resilience::backoff& b) const {
+    auto p = *this;
+    const resilience::jitter kept = options_.delays.jitter_kind();
+    p.options_.delays = b.jitter_kind() == resilience::jitter::none ? b.with_jitter(kept) : b;
+    return p;
+  }
+
+  basic_retry_policy jitter(resilience::jitter j) const {
+    auto p = *this;
+    p.options_.delays = options_.delays.with_jitter(j);
+    return p;
+  }
+
+  // The longest the whole call may take, waits included. Must be positive.
+  basic_retry_policy time_limit(duration limit) const {
+    if (limit <= duration::zero()) throw std::invalid_argument("retry_policy: time_limit must be positive");
+    auto p = *this;
+    p.options_.time_limit = limit;
+    return p;
+  }
+
+  basic_retry_policy random(random_source r) const {
+    auto p = *this;
+    p.random_ = std::move(r);
+    return p;
+  }
+
+  // A line per retry, formatted with fmt: the failure, the attempt, the delay.
+  basic_retry_policy logger(logger_type log) const {
+    auto p = *this;
+    p.logger_ = std::move(log);
+    return p;
+  }
+
+  // Which outcomes are transient. Cancellation never is, whatever `c` says.
+  template <class C>
+  basic_retry_policy<C, OnRetry, Clock> retry_if(C c) const {
+    return rebind<C, OnRetry, Clock>(std::move(c), on_retry_, clock_);
+  }
+
+  // Called before every wait with a retry_event<T>. Runs on the calling
+  // coroutine's executor; with a shared policy it must be thread-safe.
+  template <class H>
+  basic_retry_policy<Classifier, H, Clock> on_retry(H hook) const {
+    return rebind<Classifier, H, Clock>(classifier_, std::move(hook), clock_);
+  }
+
+  template <resilience::clock K>
+  basic_retry_policy<Classifier, OnRetry, K> clock(K k) const {
+    return rebind<Classifier, OnRetry, K>(classifier_, on_retry_, std::move(k));
+  }
+
+  // -- reading --
+
+  const retry_options& options() const noexcept { return options_; }
+  const Classifier& classifier() const noexcept { return classifier_; }
+  const Clock& clock() const noexcept { return clock_; }
+  const random_source& random() const noexcept { return random_; }
+
+  // -- running --
+
+  // The stage interface: run op under this policy inside a parent context.
+  template <class Op>
+  auto run(Op op, const context& parent = {}) const {
+    using A = detail::op_awaitable_t<Op>;
+    using T = typename detail::awaitable_parts<A>::value_type;
+    using E = typename detail::awaitable_parts<A>::executor_type;
+    return detail::retry_loop<T, E>(std::move(op), this, parent);
+  }
+
+  // Called by retry_loop, once per retry.
+  template <class T>
+  void notify_retry(const retry_event<T>& e) const {
+    on_retry_(e);
+    if (logger_) {
+      logger_(detail::format_retry_line(e.attempt, e.max_attempts,
+                                        detail::describe_failure(e.result.exception(), e.result.error()),
+                                        e.backoff, e.delay));
+    }
+  }
+
+ private:
+  basic_retry_policy(retry_options o, random_source r, logger_type l, Classifier c, OnRetry h, Clock k)
+      : options_(std::move(o)), random_(std::move(r)), logger_(std::move(l)),
+        classifier_(std::move(c)), on_retry_(std::move(h)), clock_(std::move(k)) {}
+
+  template <class C, class H, class K>
+  basic_retry_policy<C, H, K> rebind(C c, H h, K k) const {
+    return basic_retry_policy<C, H, K>(options_, random_, logger_, std::move(c), std::move(h), std::move(k));
+  }
+
+  retry_options options_;
+  random_source random_;
+  logger_type logger_;
+  [[no_unique_address]] Classifier classifier_{};
+  [[no_unique_address]] OnRetry on_retry_{};
+  [[no_unique_address]] Clock clock_{};
+};
+
+using retry_policy = basic_retry_policy<>;
+
+// Runs op under policy. See the top of this header.
+template <class Op, class Policy = const retry_policy&>
+auto co_retry(Op op, Policy&& policy = retry_policy{}, const context& parent = {}) {
+  using P = std::remove_cvref_t<Policy>;
+  using A = detail::op_awaitable_t<Op>;
+  using T = typename detail::awaitable_parts<A>::value_type;
+  using E = typename detail::awaitable_parts<A>::executor_type;
+  if constexpr (std::is_lvalue_reference_v<Policy>) {
+    return detail::retry_loop<T, E>(std::move(op), static_cast<const P*>(&policy), parent);
+  } else {
+    return detail::retry_loop<T, E>(std::move(op), P(std::move(policy)), parent);
+  }
+}
+
+namespace detail {
+
+template <class T, class Executor, class Op, class Holder>
+boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx) {
+  namespace asio = boost::asio;
+  const auto& policy = deref(holder);
+  const retry_options& options = policy.options();
+  const auto cancellation = co_await asio::this_coro::cancellation_state;
+  const auto cancelled = [&] { return cancellation.cancelled() != asio::cancellation_type::none; };
+
+  ctx.attempt = 1;
+  ctx.max_attempts = options.max_attempts;
+  // Read the clock only when a limit needs it: the success path stays free of it.
+  const time_point give_up_at = options.time_limit == duration::max()
+                                    ? time_point::max()
+                                    : saturating_add(policy.clock().now(), options.time_limit);
+
+  std::optional<outcome<T>> last;
+  std::optional<delay_sequence> delays;  // made on the first failure
+  bool aborted = false;
+
+  for (;;) {
+    if (cancelled()) {
+      aborted = true;
+      break;
+    }
+    try {
+      if constexpr (std::is_void_v<T>) {
+        co_await invoke_op(op, ctx);
+        last.emplace(outcome<T>::from_value({}));
+      } else {
+        last.emplace(outcome<T>::from_value(co_await invoke_op(op, ctx)));
+      }
+    } catch (...) {
+      last.emplace(outcome<T>::from_current_exception());
+    }
+
+    if (last->cancelled() || !policy.classifier()(*last)) break;  // done: success or permanent
+    if (cancelled()) {
+      aborted = true;
+      break;
+    }
+    if (ctx.attempt >= options.max_attempts) break;  // exhausted
+
+    if (!delays) delays.emplace(options.delays);
+    const delay next = delays->next(policy.random());
+    if (give_up_at != time_point::max() && next.actual > give_up_at - policy.clock().now()) break;
+
+    policy.notify_retry(retry_event<T>{ctx.attempt, options.max_attempts, *last, next.nominal, next.actual});
+
+    const auto executor = co_await asio::this_coro::executor;
+    if (next.actual == duration::zero()) {
+      co_await asio::post(executor, asio::use_awaitable_t<Executor>{});
+    } else {
+      auto timer = policy.clock().make_timer(executor);
+      timer.expires_after(next.actual);
+      co_await timer.async_wait(asio::as_tuple(asio::use_awaitable_t<Executor>{}));
+    }
+    // Either way, a cancellation during the wait ends the call.
+    if (cancelled()) {
+      aborted = true;
+      break;
+    }
+    ++ctx.attempt;
+  }
+
+  if (aborted && !(last && last->cancelled())) last.emplace(outcome<T>::from_error(asio::error::operation_aborted));
+  if constexpr (std::is_void_v<T>) {
+    std::move(*last).get();
+  } else {
+    co_return std::move(*last).get();
+  }
+}
+
+}  // namespace detail
+}  // namespace resilience

@@ -1,0 +1,30 @@
+#include <resilience/retry.hpp>
+
+#include <fmt/format.h>
+
+#include <exception>
+
+namespace resilience::detail {
+
+std::string describe_failure(const std::exception_ptr& ex, const error_code& ec) {
+  if (ec) return fmt::format("{} [{}:{}]", ec.message(), ec.category().name(), ec.value());
+  if (ex) {
+    try {
+      std::rethrow_exception(ex);
+    } catch (const std::exception& e) {
+      return fmt::format("exception: {}", e.what());
+    } catch (...) {
+      return "exception of unknown type";
+    }
+  }
+  return "result classified as transient";
+}
+
+std::string format_retry_line(std::uint32_t attempt, std::uint32_t max_attempts, std::string_view failure,
+                              duration backoff, duration delay) {
+  using ms = std::chrono::duration<double, std::milli>;
+  return fmt::format("retry: attempt {}/{} failed ({}); next attempt in {:.1f}ms (backoff {:.1f}ms before jitter)",
+                     attempt, max_attempts, failure, ms(delay).count(), ms(backoff).count());
+}
+
+}  // namespace resilience::detail

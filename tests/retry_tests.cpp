@@ -1,0 +1,436 @@
+#include "support.hpp"
+
+#include <resilience/retry.hpp>
+#include <resilience/testing/manual_clock.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+using boost::system::error_code;
+using resilience::backoff;
+using resilience::co_retry;
+using resilience::duration;
+using resilience::jitter;
+using resilience::retry_policy;
+using resilience::time_point;
+using resilience::testing::manual_clock;
+using resilience::test::completion;
+using resilience::test::spawn;
+
+namespace {
+
+const error_code reset = asio::error::connection_reset;
+const error_code refused = asio::error::connection_refused;
+
+// A virtual-time fixture: an io_context, a manual clock, and a policy on it
+// with a predictable (jitter-free) exponential schedule of 100 ms, 200 ms, ...
+struct virtual_time {
+  asio::io_context io;
+  manual_clock clock;
+  std::vector<time_point> attempts;  // when op was called
+
+  auto policy() const {
+    return retry_policy{}
+        .max_attempts(5)
+        .backoff(backoff::exponential(100ms, 2.0, 10s))
+        .jitter(jitter::none)
+        .clock(clock);
+  }
+
+  // An op that fails with `failures[i]` on call i and then returns `value`.
+  auto failing(std::vector<error_code> failures, int value = 42) {
+    return [this, failures, value]() -> asio::awaitable<boost::system::result<int>> {
+      const std::size_t i = attempts.size();
+      attempts.push_back(clock.now());
+      if (i < failures.size()) co_return failures[i];
+      co_return value;
+    };
+  }
+
+  int calls() const { return static_cast<int>(attempts.size()); }
+  duration since_start(std::size_t i) const { return attempts.at(i) - time_point{}; }
+};
+
+struct http_response {
+  int status;
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(co_retry_outcomes, virtual_time)
+
+BOOST_AUTO_TEST_CASE(success_on_first_try_calls_op_once_and_never_waits) {
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing({}), policy()), done);
+  clock.run(io);
+  BOOST_TEST(done.times == 1);
+  BOOST_TEST(calls() == 1);
+  BOOST_TEST(done.value->value() == 42);
+  BOOST_TEST((clock.now() == time_point{}), "no timer was armed");
+}
+
+BOOST_AUTO_TEST_CASE(transient_failures_then_success) {
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing({reset, reset}), policy()), done);
+  clock.run(io);
+  BOOST_TEST(calls() == 3);
+  BOOST_TEST(done.value->value() == 42);
+  BOOST_TEST((since_start(2) == 300ms));
+}
+
+BOOST_AUTO_TEST_CASE(exhaustion_calls_op_max_attempts_times_and_returns_the_last_error) {
+  completion<boost::system::result<int>> done;
+  const std::vector<error_code> errors{reset, reset, reset, refused, reset, reset};
+  spawn(io, co_retry(failing(errors), policy().max_attempts(4)), done);
+  clock.run(io);
+  BOOST_TEST(calls() == 4);
+  BOOST_TEST(done.times == 1);
+  BOOST_TEST((done.value->error() == refused), "the 4th attempt's own error");
+}
+
+BOOST_AUTO_TEST_CASE(exhaustion_rethrows_the_last_exception_as_is) {
+  completion<int> done;
+  int calls = 0;
+  auto op = [&]() -> asio::awaitable<int> {
+    ++calls;
+    throw std::runtime_error("failure " + std::to_string(calls));
+    co_return 0;
+  };
+  spawn(io, co_retry(op, policy().max_attempts(3)), done);
+  clock.run(io);
+  BOOST_TEST(calls == 3);
+  BOOST_CHECK_EXCEPTION(resilience::test::rethrow(done), std::runtime_error,
+                        [](const std::runtime_error& e) { return std::string(e.what()) == "failure 3"; });
+}
+
+BOOST_AUTO_TEST_CASE(the_exponential_schedule_runs_exactly_on_virtual_time) {
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing({reset, reset, reset, reset, reset}), policy()), done);
+  clock.run(io);
+  const std::vector<duration> expected{0ms, 100ms, 300ms, 700ms, 1500ms};
+  BOOST_REQUIRE(calls() == 5);
+  for (std::size_t i = 0; i < expected.size(); ++i) BOOST_TEST((since_start(i) == expected[i]), "attempt " << i + 1);
+  BOOST_TEST((clock.now() == time_point(1500ms)), "no wait after the last attempt");
+}
+
+BOOST_AUTO_TEST_CASE(minutes_of_backoff_run_in_virtual_time) {
+  completion<boost::system::result<int>> done;
+  auto p = policy().backoff(backoff::constant(32s));
+  spawn(io, co_retry(failing({reset, reset, reset, reset}), p), done);
+  clock.run(io);
+  BOOST_TEST(calls() == 5);
+  BOOST_TEST((clock.now() == time_point(128s)));
+  BOOST_TEST(done.value->value() == 42);
+}
+
+BOOST_AUTO_TEST_CASE(the_cap_bounds_every_wait) {
+  completion<boost::system::result<int>> done;
+  auto p = policy().backoff(backoff::exponential(1s, 10.0, 5s));
+  spawn(io, co_retry(failing({reset, reset, reset}), p), done);
+  clock.run(io);
+  BOOST_REQUIRE(calls() == 4);
+  BOOST_TEST((attempts[1] - attempts[0] == 1s));
+  BOOST_TEST((attempts[2] - attempts[1] == 5s));
+  BOOST_TEST((attempts[3] - attempts[2] == 5s));
+}
+
+BOOST_AUTO_TEST_CASE(a_permanent_error_is_not_retried) {
+  completion<boost::system::result<int>> done;
+  auto p = policy().retry_if(resilience::retry_on_errors{reset, asio::error::timed_out});
+  spawn(io, co_retry(failing({asio::error::access_denied, reset}), p), done);
+  clock.run(io);
+  BOOST_TEST(calls() == 1);
+  BOOST_TEST((done.value->error() == asio::error::access_denied));
+}
+
+BOOST_AUTO_TEST_CASE(retry_on_result) {
+  int calls = 0;
+  auto op = [&]() -> asio::awaitable<http_response> { co_return http_response{++calls < 3 ? 503 : 200}; };
+  auto retry_503 = [](const resilience::outcome<http_response>& o) { return o.failed() || o.value().status == 503; };
+  completion<http_response> done;
+  spawn(io, co_retry(op, policy().retry_if(retry_503)), done);
+  clock.run(io);
+  BOOST_TEST(calls == 3);
+  BOOST_TEST(done.value->status == 200);
+
+  // Exhausted on a retryable result: that result comes back as is.
+  calls = -100;
+  completion<http_response> exhausted;
+  spawn(io, co_retry(op, policy().max_attempts(2).retry_if(retry_503)), exhausted);
+  clock.run(io);
+  BOOST_TEST(exhausted.value->status == 503);
+  BOOST_TEST(calls == -98);
+}
+
+BOOST_AUTO_TEST_CASE(error_code_and_tuple_results) {
+  int calls = 0;
+  auto ec_op = [&]() -> asio::awaitable<error_code> { co_return ++calls < 2 ? reset : error_code{}; };
+  completion<error_code> a;
+  spawn(io, co_retry(ec_op, policy()), a);
+  clock.run(io);
+  BOOST_TEST(calls == 2);
+  BOOST_TEST(!*a.value);
+
+  calls = 0;
+  auto tuple_op = [&]() -> asio::awaitable<std::tuple<error_code, std::size_t>> {
+    co_return std::tuple{++calls < 3 ? reset : error_code{}, std::size_t(7)};
+  };
+  completion<std::tuple<error_code, std::size_t>> b;
+  spawn(io, co_retry(tuple_op, policy()), b);
+  clock.run(io);
+  BOOST_TEST(calls == 3);
+  BOOST_TEST(std::get<1>(*b.value) == 7u);
+}
+
+BOOST_AUTO_TEST_CASE(void_ops_and_attempt_context) {
+  std::vector<std::uint32_t> seen;
+  auto op = [&](const resilience::context& ctx) -> asio::awaitable<void> {
+    seen.push_back(ctx.attempt);
+    BOOST_TEST(ctx.max_attempts == 5u);
+    if (ctx.attempt < 3) throw boost::system::system_error(reset);
+    co_return;
+  };
+  completion<void> done;
+  spawn(io, co_retry(op, policy()), done);
+  clock.run(io);
+  BOOST_TEST(done.times == 1);
+  BOOST_TEST(!done.exception);
+  BOOST_TEST((seen == std::vector<std::uint32_t>{1, 2, 3}));
+}
+
+BOOST_AUTO_TEST_CASE(zero_delay_yields_without_a_timer) {
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing({reset, reset}), policy().backoff(backoff::constant(0ms))), done);
+  BOOST_TEST(io.run_one() == 1u);  // the first attempt, up to its yield
+  BOOST_TEST(clock.pending() == 0u, "a zero delay arms no timer");
+  BOOST_TEST(!done.done(), "it yielded to the executor instead of looping inline");
+  io.run();
+  BOOST_TEST(calls() == 3);
+  BOOST_TEST((clock.now() == time_point{}));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(co_retry_limits, virtual_time)
+
+BOOST_AUTO_TEST_CASE(the_time_limit_is_never_overshot) {
+  // Attempts at 0, 300 and 900 ms; the next wait (1200 ms) would end at
+  // 2100 ms, past the 1 s limit, so co_retry gives up at 900 ms.
+  completion<boost::system::result<int>> done;
+  auto p = policy().backoff(backoff::exponential(300ms, 2.0, 10s)).max_attempts(10).time_limit(1s);
+  spawn(io, co_retry(failing(std::vector<error_code>(10, reset)), p), done);
+  clock.run(io);
+  BOOST_TEST(calls() == 3);
+  BOOST_TEST((clock.now() == time_point(900ms)));
+  BOOST_TEST((done.value->error() == reset));
+}
+
+BOOST_AUTO_TEST_CASE(the_time_limit_counts_slow_attempts) {
+  // Each attempt takes 400 ms of virtual time. The second wait ends exactly
+  // at the 1 s limit, so a third attempt runs (1000 to 1400 ms); after it no
+  // wait may start, since any would end past the limit.
+  int calls = 0;
+  auto slow = [&]() -> asio::awaitable<error_code> {
+    ++calls;
+    auto t = clock.make_timer(co_await asio::this_coro::executor);
+    t.expires_after(400ms);
+    co_await t.async_wait(asio::use_awaitable);
+    co_return reset;
+  };
+  completion<error_code> done;
+  spawn(io, co_retry(slow, policy().backoff(backoff::constant(100ms)).max_attempts(10).time_limit(1s)), done);
+  clock.run(io);
+  BOOST_TEST(calls == 3);
+  BOOST_TEST((clock.now() == time_point(1400ms)));
+}
+
+BOOST_AUTO_TEST_CASE(bad_policies_are_rejected_where_they_are_built) {
+  BOOST_CHECK_EXCEPTION(retry_policy{}.max_attempts(0), std::invalid_argument, [](const std::invalid_argument& e) {
+    return std::string(e.what()).find("max_attempts") != std::string::npos;
+  });
+  BOOST_CHECK_EXCEPTION(retry_policy{}.time_limit(-1s), std::invalid_argument, [](const std::invalid_argument& e) {
+    return std::string(e.what()).find("time_limit") != std::string::npos;
+  });
+  BOOST_CHECK_THROW(retry_policy{}.time_limit(0s), std::invalid_argument);
+  BOOST_CHECK_THROW(retry_policy{}.retry_if(resilience::retry_on_errors{}), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(policies_are_values) {
+  const auto a = retry_policy{}.max_attempts(7);
+  const auto b = a.max_attempts(2);
+  BOOST_TEST(a.options().max_attempts == 7u);
+  BOOST_TEST(b.options().max_attempts == 2u);
+  const auto c = retry_policy{}.jitter(jitter::equal).backoff(backoff::constant(1s));
+  BOOST_TEST((c.options().delays.jitter_kind() == jitter::equal), "backoff() keeps the chosen jitter");
+  BOOST_TEST(retry_policy{}.options().max_attempts == 3u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(co_retry_cancellation, virtual_time)
+
+BOOST_AUTO_TEST_CASE(cancellation_during_a_wait_ends_at_once) {
+  asio::cancellation_signal signal;
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing(std::vector<error_code>(10, reset)), policy()), done, &signal);
+  clock.run_for(io, 150ms);  // attempts at 0 and 100 ms; now waiting 200 ms
+  BOOST_REQUIRE(calls() == 2);
+  BOOST_REQUIRE(clock.pending() == 1u);
+  signal.emit(asio::cancellation_type::terminal);
+  io.poll();
+  BOOST_TEST(done.times == 1, "completes at once, without time passing");
+  BOOST_TEST((done.value->error() == asio::error::operation_aborted));
+  BOOST_TEST(clock.pending() == 0u);
+  clock.run_for(io, 1h);
+  BOOST_TEST(calls() == 2, "nothing is retried after a cancellation");
+  BOOST_TEST(done.times == 1);
+}
+
+BOOST_AUTO_TEST_CASE(cancellation_during_an_attempt_is_not_retried) {
+  int calls = 0;
+  auto slow = [&]() -> asio::awaitable<int> {
+    ++calls;
+    auto t = clock.make_timer(co_await asio::this_coro::executor);
+    t.expires_after(10s);
+    co_await t.async_wait(asio::use_awaitable);  // throws operation_aborted when cancelled
+    co_return 1;
+  };
+  auto retry_everything = [](const auto&) { return true; };
+  asio::cancellation_signal signal;
+  completion<int> done;
+  spawn(io, co_retry(slow, policy().retry_if(retry_everything)), done, &signal);
+  clock.run_for(io, 1s);
+  signal.emit(asio::cancellation_type::terminal);
+  clock.run(io);
+  BOOST_TEST(calls == 1, "even a classifier that retries everything does not retry a cancellation");
+  BOOST_TEST(done.times == 1);
+  BOOST_CHECK_EXCEPTION(resilience::test::rethrow(done), boost::system::system_error,
+                        [](const auto& e) { return e.code() == asio::error::operation_aborted; });
+}
+
+BOOST_AUTO_TEST_CASE(an_op_that_swallows_cancellation_still_stops_the_retry) {
+  // The op turns the cancellation into an ordinary transient error; co_retry
+  // must still see that its caller was cancelled, and report it as such.
+  int calls = 0;
+  auto stubborn = [&]() -> asio::awaitable<error_code> {
+    ++calls;
+    auto t = clock.make_timer(co_await asio::this_coro::executor);
+    t.expires_after(10s);
+    auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    co_return ec ? reset : error_code{};
+  };
+  asio::cancellation_signal signal;
+  completion<error_code> done;
+  spawn(io, co_retry(stubborn, policy()), done, &signal);
+  clock.run_for(io, 1s);
+  signal.emit(asio::cancellation_type::terminal);
+  clock.run(io);
+  BOOST_TEST(calls == 1);
+  BOOST_TEST((*done.value == asio::error::operation_aborted));
+}
+
+BOOST_AUTO_TEST_CASE(an_op_reporting_cancellation_itself_is_not_retried) {
+  completion<boost::system::result<int>> done;
+  auto retry_everything = [](const auto&) { return true; };
+  spawn(io, co_retry(failing({asio::error::operation_aborted}), policy().retry_if(retry_everything)), done);
+  clock.run(io);
+  BOOST_TEST(calls() == 1);
+  BOOST_TEST((done.value->error() == asio::error::operation_aborted));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(co_retry_events, virtual_time)
+
+BOOST_AUTO_TEST_CASE(on_retry_receives_attempt_outcome_and_both_delays) {
+  struct seen {
+    std::uint32_t attempt, max;
+    error_code error;
+    duration backoff, delay;
+  };
+  std::vector<seen> events;
+  auto p = policy()
+               .jitter(jitter::full)
+               .random(resilience::random_source::seeded(3))
+               .on_retry([&](const auto& e) {
+                 events.push_back({e.attempt, e.max_attempts, e.result.error(), e.backoff, e.delay});
+               });
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing({reset, refused, reset}), p), done);
+  clock.run(io);
+  BOOST_REQUIRE(events.size() == 3u);
+  const std::vector<duration> nominal{100ms, 200ms, 400ms};
+  duration waited{};
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    BOOST_TEST(events[i].attempt == i + 1);
+    BOOST_TEST(events[i].max == 5u);
+    BOOST_TEST((events[i].backoff == nominal[i]));
+    BOOST_TEST((events[i].delay <= events[i].backoff));
+    BOOST_TEST((attempts[i + 1] - attempts[i] == events[i].delay), "the jittered delay is what was waited");
+    waited += events[i].delay;
+  }
+  BOOST_TEST((events[1].error == refused));
+  BOOST_TEST((waited < 700ms), "full jitter with this seed waits less than the nominal total");
+}
+
+BOOST_AUTO_TEST_CASE(the_logger_gets_one_line_per_retry) {
+  std::vector<std::string> lines;
+  auto p = policy().logger([&](std::string_view line) { lines.emplace_back(line); });
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing({reset}), p), done);
+  clock.run(io);
+  BOOST_REQUIRE(lines.size() == 1u);
+  BOOST_TEST(lines[0].find("attempt 1/5") != std::string::npos, lines[0]);
+  BOOST_TEST(lines[0].find(reset.message()) != std::string::npos, lines[0]);
+  BOOST_TEST(lines[0].find("100.0ms") != std::string::npos, lines[0]);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(co_retry_concurrency)
+
+BOOST_AUTO_TEST_CASE(many_concurrent_calls_share_one_policy_on_two_threads) {
+  // Real steady clock, but only zero and 1 µs delays: this checks sharing and
+  // completion counts, not timing.
+  constexpr int calls = 2000;
+  asio::thread_pool pool(2);
+  std::atomic<int> attempts{0}, retries{0}, successes{0}, completions{0};
+  const auto policy = retry_policy{}
+                          .max_attempts(4)
+                          .backoff(backoff::exponential(1us, 2.0, 2us))
+                          .jitter(jitter::full)
+                          .on_retry([&](const auto&) { retries.fetch_add(1, std::memory_order_relaxed); });
+  for (int i = 0; i < calls; ++i) {
+    auto op = [&, failures = i % 3, n = 0]() mutable -> asio::awaitable<boost::system::result<int>> {
+      attempts.fetch_add(1, std::memory_order_relaxed);
+      if (n++ < failures) co_return reset;
+      co_return 1;
+    };
+    asio::co_spawn(asio::make_strand(pool), co_retry(op, policy),
+                   [&](std::exception_ptr e, boost::system::result<int> r) {
+                     if (!e && r && *r == 1) successes.fetch_add(1);
+                     completions.fetch_add(1);
+                   });
+  }
+  pool.join();
+  // failures cycle 0, 1, 2: on average one retry per call.
+  const int expected_retries = (calls / 3) * 3 + (calls % 3 == 2 ? 1 : 0);
+  BOOST_TEST(completions.load() == calls);
+  BOOST_TEST(successes.load() == calls);
+  BOOST_TEST(retries.load() == expected_retries);
+  BOOST_TEST(attempts.load() == calls + expected_retries);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

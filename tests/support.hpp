@@ -1,0 +1,61 @@
+// Helpers shared by the test executables.
+#pragma once
+
+#include <resilience/testing/manual_clock.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <exception>
+#include <optional>
+#include <variant>
+
+namespace resilience::test {
+
+namespace asio = boost::asio;
+
+// What a spawned coroutine finished with, recorded once.
+template <class T>
+struct completion {
+  int times = 0;
+  std::exception_ptr exception;
+  std::optional<T> value;
+
+  bool done() const { return times > 0; }
+};
+
+template <>
+struct completion<void> {
+  int times = 0;
+  std::exception_ptr exception;
+  bool done() const { return times > 0; }
+};
+
+// co_spawn with a handler that records the result and how often it came.
+template <class T, class Awaitable>
+void spawn(asio::io_context& io, Awaitable a, completion<T>& out, asio::cancellation_signal* cancel = nullptr) {
+  auto handler = [&out](std::exception_ptr e, auto... v) {
+    ++out.times;
+    out.exception = e;
+    if constexpr (sizeof...(v) == 1) {
+      if (!e) out.value.emplace(std::move(v)...);
+    }
+  };
+  if (cancel) {
+    asio::co_spawn(io, std::move(a), asio::bind_cancellation_slot(cancel->slot(), handler));
+  } else {
+    asio::co_spawn(io, std::move(a), handler);
+  }
+}
+
+// Rethrows a recorded exception, to check its type and text.
+template <class T>
+void rethrow(const completion<T>& c) {
+  BOOST_REQUIRE(c.exception);
+  std::rethrow_exception(c.exception);
+}
+
+}  // namespace resilience::test
