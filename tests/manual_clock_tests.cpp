@@ -74,15 +74,14 @@ BOOST_AUTO_TEST_CASE(cancellation_slot_aborts_a_wait_in_a_coroutine) {
   manual_clock clock;
   asio::cancellation_signal signal;
   resilience::test::completion<boost::system::error_code> done;
-  resilience::test::spawn(
-      io,
-      [&]() -> asio::awaitable<boost::system::error_code> {
-        auto t = clock.make_timer(co_await asio::this_coro::executor);
-        t.expires_after(1h);
-        auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
-        co_return ec;
-      }(),
-      done, &signal);
+  // A named lambda: its coroutine refers to its captures until it finishes.
+  auto wait_an_hour = [&]() -> asio::awaitable<boost::system::error_code> {
+    auto t = clock.make_timer(co_await asio::this_coro::executor);
+    t.expires_after(1h);
+    auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    co_return ec;
+  };
+  resilience::test::spawn(io, wait_an_hour(), done, &signal);
   clock.run_for(io, 1s);
   BOOST_TEST(!done.done());
   BOOST_TEST(clock.pending() == 1u);

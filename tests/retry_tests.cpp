@@ -273,7 +273,10 @@ BOOST_AUTO_TEST_CASE(policies_are_values) {
   BOOST_TEST(a.options().max_attempts == 7u);
   BOOST_TEST(b.options().max_attempts == 2u);
   const auto c = retry_policy{}.jitter(jitter::equal).backoff(backoff::constant(1s));
-  BOOST_TEST((c.options().delays.jitter_kind() == jitter::equal), "backoff() keeps the chosen jitter");
+  BOOST_TEST((c.options().delays.jitter_kind() == jitter::none), "backoff() replaces the schedule, jitter included");
+  const auto d = retry_policy{}.backoff(backoff::constant(1s)).jitter(jitter::equal);
+  BOOST_TEST((d.options().delays == backoff::constant(1s).with_jitter(jitter::equal)));
+  BOOST_TEST((retry_policy{}.options().delays.jitter_kind() == jitter::full), "the default schedule is jittered");
   BOOST_TEST(retry_policy{}.options().max_attempts == 3u);
 }
 

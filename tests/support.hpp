@@ -40,7 +40,7 @@ void spawn(asio::io_context& io, Awaitable a, completion<T>& out, asio::cancella
   auto handler = [&out](std::exception_ptr e, auto... v) {
     ++out.times;
     out.exception = e;
-    if constexpr (sizeof...(v) == 1) {
+    if constexpr (!std::is_void_v<T>) {
       if (!e) out.value.emplace(std::move(v)...);
     }
   };

@@ -19,8 +19,16 @@
 
 namespace resilience {
 
+// A classifier that declares `static constexpr bool ignores_successes = true`
+// promises it never calls a value without an error transient. Strategies then
+// skip building an outcome for such values: the success path gets cheaper.
+template <class C>
+concept ignores_successes = requires { requires C::ignores_successes; };
+
 // Default: any failure is transient, except a cancellation.
 struct retry_any_failure {
+  static constexpr bool ignores_successes = true;
+
   template <class T>
   bool operator()(const outcome<T>& o) const noexcept {
     return o.failed() && !o.cancelled();
@@ -31,6 +39,7 @@ struct retry_any_failure {
 // condition such as errc::connection_reset matches every category mapping to it).
 class retry_on_errors {
  public:
+  static constexpr bool ignores_successes = true;
   static constexpr std::size_t max_codes = 8;
 
   retry_on_errors(std::initializer_list<error_code> codes) {
@@ -55,6 +64,8 @@ class retry_on_errors {
 
 // Never retries (useful to switch retry off in configuration).
 struct retry_never {
+  static constexpr bool ignores_successes = true;
+
   template <class T>
   bool operator()(const outcome<T>&) const noexcept {
     return false;

@@ -34,7 +34,9 @@ using boost::system::error_code;
 
 // True for the codes that mean "cancelled", whichever category carries them.
 inline bool is_cancellation(const error_code& ec) noexcept {
-  return ec == boost::system::errc::operation_canceled;
+  // The empty check first: comparing with an error condition makes virtual
+  // calls, and success is the common case.
+  return ec.failed() && ec == boost::system::errc::operation_canceled;
 }
 
 // How a result type carries an error. The primary template is for types that
@@ -166,9 +168,11 @@ class outcome {
   bool cancelled() const noexcept { return is_cancellation(error()); }
 
   // Hands the outcome back to a caller: the value, or the exception rethrown.
-  value_type get() && {
+  // Returns T itself (void for void), so `co_return std::move(o).get();`
+  // works for every T.
+  T get() && {
     if (exception_) std::rethrow_exception(exception_);
-    return std::move(*value_);
+    if constexpr (!std::is_void_v<T>) return std::move(*value_);
   }
 
  private:

@@ -147,15 +147,15 @@ class basic_retry_policy {
     return p;
   }
 
-  // The delays between attempts. Keeps the jitter already chosen unless `b`
-  // names one other than none.
+  // The delays between attempts: replaces the whole schedule, its jitter
+  // included (a backoff made without with_jitter() has none).
   basic_retry_policy backoff(const resilience::backoff& b) const {
     auto p = *this;
-    const resilience::jitter kept = options_.delays.jitter_kind();
-    p.options_.delays = b.jitter_kind() == resilience::jitter::none ? b.with_jitter(kept) : b;
+    p.options_.delays = b;
     return p;
   }
 
+  // Changes only the jitter of the current schedule.
   basic_retry_policy jitter(resilience::jitter j) const {
     auto p = *this;
     p.options_.delays = options_.delays.with_jitter(j);
@@ -266,55 +266,38 @@ auto co_retry(Op op, Policy&& policy = retry_policy{}, const context& parent = {
 
 namespace detail {
 
-template <class T, class Executor, class Op, class Holder>
-boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx) {
+// Whether `o` ends the call: success or a permanent failure. Cancellation
+// always ends it, whatever the classifier says.
+template <class Policy, class T>
+[[gnu::always_inline]] inline bool is_final(const Policy& policy, const outcome<T>& o) {
+  return o.cancelled() || !policy.classifier()(o);
+}
+
+// Everything after a transient failure: waits and further attempts. A
+// coroutine of its own so that the success path's frame stays small.
+template <class T, class Executor, class Op, class Policy>
+boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& policy, context ctx,
+                                                        outcome<T> first, time_point give_up_at) {
   namespace asio = boost::asio;
-  const auto& policy = deref(holder);
   const retry_options& options = policy.options();
   const auto cancellation = co_await asio::this_coro::cancellation_state;
   const auto cancelled = [&] { return cancellation.cancelled() != asio::cancellation_type::none; };
+  const auto executor = co_await asio::this_coro::executor;
 
-  ctx.attempt = 1;
-  ctx.max_attempts = options.max_attempts;
-  // Read the clock only when a limit needs it: the success path stays free of it.
-  const time_point give_up_at = options.time_limit == duration::max()
-                                    ? time_point::max()
-                                    : saturating_add(policy.clock().now(), options.time_limit);
-
-  std::optional<outcome<T>> last;
-  std::optional<delay_sequence> delays;  // made on the first failure
+  std::optional<outcome<T>> last(std::move(first));
+  delay_sequence delays{options.delays};
   bool aborted = false;
-
   for (;;) {
-    if (cancelled()) {
-      aborted = true;
-      break;
-    }
-    try {
-      if constexpr (std::is_void_v<T>) {
-        co_await invoke_op(op, ctx);
-        last.emplace(outcome<T>::from_value({}));
-      } else {
-        last.emplace(outcome<T>::from_value(co_await invoke_op(op, ctx)));
-      }
-    } catch (...) {
-      last.emplace(outcome<T>::from_current_exception());
-    }
-
-    if (last->cancelled() || !policy.classifier()(*last)) break;  // done: success or permanent
     if (cancelled()) {
       aborted = true;
       break;
     }
     if (ctx.attempt >= options.max_attempts) break;  // exhausted
 
-    if (!delays) delays.emplace(options.delays);
-    const delay next = delays->next(policy.random());
+    const delay next = delays.next(policy.random());
     if (give_up_at != time_point::max() && next.actual > give_up_at - policy.clock().now()) break;
-
     policy.notify_retry(retry_event<T>{ctx.attempt, options.max_attempts, *last, next.nominal, next.actual});
 
-    const auto executor = co_await asio::this_coro::executor;
     if (next.actual == duration::zero()) {
       co_await asio::post(executor, asio::use_awaitable_t<Executor>{});
     } else {
@@ -328,14 +311,66 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
       break;
     }
     ++ctx.attempt;
+    try {
+      if constexpr (std::is_void_v<T>) {
+        co_await invoke_op(op, ctx);
+        last.emplace(outcome<T>::from_value({}));
+      } else {
+        last.emplace(outcome<T>::from_value(co_await invoke_op(op, ctx)));
+      }
+    } catch (...) {
+      last.emplace(outcome<T>::from_current_exception());
+    }
+    if (is_final(policy, *last)) break;
   }
 
-  if (aborted && !(last && last->cancelled())) last.emplace(outcome<T>::from_error(asio::error::operation_aborted));
-  if constexpr (std::is_void_v<T>) {
-    std::move(*last).get();
-  } else {
-    co_return std::move(*last).get();
+  if (aborted && !last->cancelled()) last.emplace(outcome<T>::from_error(asio::error::operation_aborted));
+  co_return std::move(*last).get();
+}
+
+template <class T, class Executor, class Op, class Holder>
+boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx) {
+  namespace asio = boost::asio;
+  const auto& policy = deref(holder);
+  const retry_options& options = policy.options();
+  ctx.attempt = 1;
+  ctx.max_attempts = options.max_attempts;
+
+  // Asio throws from any co_await once the caller is cancelled, so every
+  // await below is preceded by this check: it ends the call with
+  // operation_aborted in T's own error channel instead.
+  const auto cancellation = co_await asio::this_coro::cancellation_state;
+  const auto aborted = [] { return outcome<T>::from_error(asio::error::operation_aborted).get(); };
+  if (cancellation.cancelled() != asio::cancellation_type::none) co_return aborted();
+  // Read the clock only when a limit needs it: the success path stays free of it.
+  const time_point give_up_at = options.time_limit == duration::max()
+                                    ? time_point::max()
+                                    : saturating_add(policy.clock().now(), options.time_limit);
+
+  // The first attempt, inline: on success this is all co_retry does.
+  using classifier = typename std::remove_cvref_t<decltype(policy)>::classifier_type;
+  std::optional<outcome<T>> first;
+  try {
+    if constexpr (std::is_void_v<T>) {
+      co_await invoke_op(op, ctx);
+      if constexpr (ignores_successes<classifier>) co_return;
+      first.emplace(outcome<T>::from_value({}));
+    } else {
+      T value = co_await invoke_op(op, ctx);
+      if constexpr (ignores_successes<classifier>) {
+        if (!outcome_traits<T>::error(value).failed()) co_return value;
+      }
+      first.emplace(outcome<T>::from_value(std::move(value)));
+    }
+  } catch (...) {
+    first.emplace(outcome<T>::from_current_exception());
   }
+  if (is_final(policy, *first)) co_return std::move(*first).get();
+  if (cancellation.cancelled() != asio::cancellation_type::none) {
+    if (first->cancelled()) co_return std::move(*first).get();
+    co_return aborted();
+  }
+  co_return co_await retry_after_failure<T, Executor>(op, policy, ctx, std::move(*first), give_up_at);
 }
 
 }  // namespace detail

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Instruction counts per call, which do not drift with machine noise.
+#   tests/bench/callgrind.sh [build-dir] [calls]
+set -euo pipefail
+build=${1:-build/release}
+calls=${2:-20000}
+bench="$build/tests/bench/retry_bench"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+declare -A per_call
+for fn in measure_bare measure_co_retry measure_hand_written; do
+  valgrind --tool=callgrind --callgrind-out-file="$out/$fn" --toggle-collect="$fn" \
+    "$bench" --instructions "$calls" >/dev/null 2>&1
+  total=$(callgrind_annotate "$out/$fn" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
+  per_call[$fn]=$((total / calls))
+  printf '%-22s %8d instructions per call\n' "$fn" "${per_call[$fn]}"
+done
+awk -v a="${per_call[measure_co_retry]}" -v b="${per_call[measure_bare]}" -v c="${per_call[measure_hand_written]}" \
+  'BEGIN { printf "co_retry / bare co_await = %.2fx\nco_retry / hand-written loop = %.2fx\n", a / b, a / c }'
