@@ -122,6 +122,16 @@ class outcome {
     }
   }
 
+  // From an exception_ptr (as co_spawn hands one over); reads a
+  // system_error's code by rethrowing it, so keep this off hot paths.
+  static outcome from_exception(std::exception_ptr e) noexcept {
+    try {
+      std::rethrow_exception(std::move(e));
+    } catch (...) {
+      return from_current_exception();
+    }
+  }
+
   // Call from inside a catch block: keeps the error code of a system_error so
   // classifiers never have to rethrow to read it.
   static outcome from_current_exception() noexcept {

@@ -37,6 +37,7 @@
 #include <resilience/classifier.hpp>
 #include <resilience/clock.hpp>
 #include <resilience/context.hpp>
+#include <resilience/detail/bounded_run.hpp>
 #include <resilience/outcome.hpp>
 #include <resilience/random.hpp>
 
@@ -83,27 +84,6 @@ struct retry_options {
 };
 
 namespace detail {
-
-template <class A>
-struct awaitable_parts;
-template <class T, class Executor>
-struct awaitable_parts<boost::asio::awaitable<T, Executor>> {
-  using value_type = T;
-  using executor_type = Executor;
-};
-
-template <class Op>
-decltype(auto) invoke_op(Op& op, const context& ctx) {
-  if constexpr (std::is_invocable_v<Op&, const context&>) {
-    return op(ctx);
-  } else {
-    static_assert(std::is_invocable_v<Op&>, "op must be callable with () or (const resilience::context&)");
-    return op();
-  }
-}
-
-template <class Op>
-using op_awaitable_t = std::remove_cvref_t<decltype(invoke_op(std::declval<Op&>(), std::declval<const context&>()))>;
 
 // Compiled in lib/: the text of a log line, and a failure's description.
 std::string describe_failure(const std::exception_ptr& ex, const error_code& ec);

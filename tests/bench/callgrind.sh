@@ -4,7 +4,7 @@
 set -euo pipefail
 build=${1:-build/release}
 calls=${2:-20000}
-bench="$build/tests/bench/retry_bench"
+bench="$build/tests/bench/resilience_bench"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 

@@ -1,0 +1,56 @@
+// Shared by the benchmark files: the allocation counter, the driver that runs
+// one co_await per iteration, the trivial op, and the ratio table.
+#pragma once
+
+#include <benchmark/benchmark.h>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace resilience::bench {
+
+// Every call of the global operator new in this program (bench_main.cpp).
+extern std::atomic<std::size_t> allocations;
+
+// The op every variant calls: as cheap as an awaitable can be, and opaque to
+// the optimiser so it cannot fold the call away.
+boost::asio::awaitable<int> trivial_op();
+
+// Ratios printed after the run, as "numerator / denominator".
+std::vector<std::pair<std::string, std::string>>& ratios();
+struct ratio {
+  ratio(std::string a, std::string b) { ratios().emplace_back(std::move(a), std::move(b)); }
+};
+
+// Runs `body` once per benchmark iteration, inside one coroutine on one
+// io_context (or on `run`'s own driving of it), and reports heap allocations
+// per call.
+template <class Body, class Run>
+void drive(benchmark::State& state, Body body, Run run) {
+  boost::asio::io_context io;
+  boost::asio::co_spawn(
+      io,
+      [&]() -> boost::asio::awaitable<void> {
+        for (int i = 0; i < 64; ++i) co_await body();  // warm the frame caches
+        const std::size_t before = allocations.load();
+        for (auto _ : state) benchmark::DoNotOptimize(co_await body());
+        const auto allocs = allocations.load() - before;
+        state.counters["allocs/call"] = static_cast<double>(allocs) / static_cast<double>(state.iterations());
+      },
+      boost::asio::detached);
+  run(io);
+}
+
+template <class Body>
+void drive(benchmark::State& state, Body body) {
+  drive(state, std::move(body), [](boost::asio::io_context& io) { io.run(); });
+}
+
+}  // namespace resilience::bench

@@ -1,0 +1,86 @@
+// The timeout stage's success path against the `op() || timer.async_wait()`
+// idiom and a bare co_await, in one run.
+#include "bench_support.hpp"
+
+#include <resilience/timeout.hpp>
+
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
+
+#include <chrono>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using namespace boost::asio::experimental::awaitable_operators;
+using resilience::bench::drive;
+using resilience::bench::trivial_op;
+
+namespace {
+
+const auto one_second = resilience::timeout(1s);
+
+asio::awaitable<int> or_idiom() {
+  asio::steady_timer timer(co_await asio::this_coro::executor, 1s);
+  auto winner = co_await (trivial_op() || timer.async_wait(asio::use_awaitable));
+  co_return winner.index() == 0 ? std::get<0>(winner) : -1;
+}
+
+void timeout_bare_co_await(benchmark::State& s) {
+  drive(s, [] { return trivial_op(); });
+}
+void timeout_stage_success(benchmark::State& s) {
+  drive(s, [] { return one_second([] { return trivial_op(); }); });
+}
+void or_idiom_success(benchmark::State& s) {
+  drive(s, [] { return or_idiom(); });
+}
+
+BENCHMARK(timeout_bare_co_await);
+BENCHMARK(timeout_stage_success);
+BENCHMARK(or_idiom_success);
+
+const resilience::bench::ratio r1{"or_idiom_success", "timeout_stage_success"};
+const resilience::bench::ratio r2{"timeout_stage_success", "timeout_bare_co_await"};
+
+asio::awaitable<void> loop_timeout(int n) {
+  for (int i = 0; i < n; ++i) co_await one_second([] { return trivial_op(); });
+}
+asio::awaitable<void> loop_or(int n) {
+  for (int i = 0; i < n; ++i) co_await or_idiom();
+}
+void run_loop(asio::awaitable<void> (*loop)(int), int n) {
+  asio::io_context io;
+  asio::co_spawn(io, loop(n), asio::detached);
+  io.run();
+}
+
+}  // namespace
+
+extern "C" [[gnu::noinline]] void measure_timeout(int n) { run_loop(loop_timeout, n); }
+extern "C" [[gnu::noinline]] void measure_or_idiom(int n) { run_loop(loop_or, n); }
+// Floors under any timeout built on public Asio API, measured in the same
+// run: a co_spawn of the op (the child whose cancellation we own), and one
+// arm-and-cancel of a steady_timer (a timerfd syscall and a posted handler).
+namespace {
+void floor_co_spawn(benchmark::State& s) {
+  drive(s, []() -> asio::awaitable<int> {
+    auto [e, v] = co_await asio::co_spawn(co_await asio::this_coro::executor, trivial_op(),
+                                          asio::as_tuple(asio::use_awaitable));
+    co_return v;
+  });
+}
+void floor_timer_arm_cancel(benchmark::State& s) {
+  drive(s, []() -> asio::awaitable<int> {
+    asio::steady_timer t(co_await asio::this_coro::executor, 1s);
+    t.async_wait([](auto) {});
+    t.cancel();
+    co_await asio::post(asio::use_awaitable);  // let the cancelled handler run
+    co_return 1;
+  });
+}
+BENCHMARK(floor_co_spawn);
+BENCHMARK(floor_timer_arm_cancel);
+}  // namespace
