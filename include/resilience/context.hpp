@@ -28,6 +28,14 @@ struct context {
   time_point deadline = time_point::max();
 
   bool has_deadline() const noexcept { return deadline != time_point::max(); }
+
+  // Time left until the deadline, never negative; duration::max() if none.
+  template <resilience::clock C = steady_clock>
+  duration remaining(const C& clock = {}) const {
+    if (!has_deadline()) return duration::max();
+    const time_point now = clock.now();
+    return now >= deadline ? duration::zero() : deadline - now;
+  }
 };
 
 }  // namespace resilience

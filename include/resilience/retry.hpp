@@ -17,8 +17,10 @@
 //     returned as is;
 //   - max_attempts reached: the last attempt's own outcome is returned, its
 //     exception rethrown as is or its error value returned as is;
-//   - the time limit: if the next delay would end past it, co_retry gives up
-//     at once with the last outcome instead of sleeping;
+//   - the time limit, or the deadline of an enclosing deadline stage
+//     (context::deadline): if the next delay would end past it, co_retry gives
+//     up at once with the last outcome instead of sleeping; once the deadline
+//     has passed, it ends with error::deadline_exceeded;
 //   - cancellation of the awaiting coroutine (its cancellation slot): co_retry
 //     ends at once with operation_aborted (in T's error channel, or thrown as
 //     boost::system::system_error when T has none), and calls op no more. A
@@ -38,6 +40,7 @@
 #include <resilience/clock.hpp>
 #include <resilience/context.hpp>
 #include <resilience/detail/bounded_run.hpp>
+#include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
 #include <resilience/random.hpp>
 
@@ -274,8 +277,16 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
     }
     if (ctx.attempt >= options.max_attempts) break;  // exhausted
 
+    // No wait may end past the time limit or the deadline: give up now
+    // instead, with the last outcome (deadline_exceeded if it has passed).
     const delay next = delays.next(policy.random());
-    if (give_up_at != time_point::max() && next.actual > give_up_at - policy.clock().now()) break;
+    if (give_up_at != time_point::max()) {
+      const time_point now = policy.clock().now();
+      if (next.actual > give_up_at - now) {
+        if (now >= ctx.deadline) last.emplace(outcome<T>::from_error(error::deadline_exceeded));
+        break;
+      }
+    }
     policy.notify_retry(retry_event<T>{ctx.attempt, options.max_attempts, *last, next.nominal, next.actual});
 
     if (next.actual == duration::zero()) {
@@ -322,10 +333,14 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
   const auto cancellation = co_await asio::this_coro::cancellation_state;
   const auto aborted = [] { return outcome<T>::from_error(asio::error::operation_aborted).get(); };
   if (cancellation.cancelled() != asio::cancellation_type::none) co_return aborted();
-  // Read the clock only when a limit needs it: the success path stays free of it.
-  const time_point give_up_at = options.time_limit == duration::max()
-                                    ? time_point::max()
-                                    : saturating_add(policy.clock().now(), options.time_limit);
+  // Read the clock only when a limit or a deadline needs it: the plain
+  // success path stays free of it.
+  time_point give_up_at = time_point::max();
+  if (options.time_limit != duration::max() || ctx.has_deadline()) {
+    const time_point now = policy.clock().now();
+    if (now >= ctx.deadline) co_return outcome<T>::from_error(error::deadline_exceeded).get();
+    give_up_at = std::min(saturating_add(now, options.time_limit), ctx.deadline);
+  }
 
   // The first attempt, inline: on success this is all co_retry does.
   using classifier = typename std::remove_cvref_t<decltype(policy)>::classifier_type;

@@ -88,14 +88,15 @@ struct bound_join {
 
 // Runs op(ctx) for at most `limit` from now and never past ctx.deadline. If
 // the bound passes first, the op is cancelled with `type` and waited for; a
-// failure it then reports becomes `timeout`, or `deadline_exceeded` when the
-// deadline was the tighter bound. A success still wins: the work was done. A
-// cancellation of the caller is final and comes back as operation_aborted.
+// failure it then reports becomes `own_reason` (when `limit` was the tighter
+// bound) or `deadline_exceeded` (when ctx.deadline was). A success still
+// wins: the work was done. A cancellation of the caller is final and comes
+// back as operation_aborted.
 template <class T, class Executor, class Op, class Clock>
 boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, const Clock* clock, duration limit,
-                                                boost::asio::cancellation_type type) {
+                                                boost::asio::cancellation_type type,
+                                                error own_reason = error::timeout) {
   namespace asio = boost::asio;
-  const auto executor = co_await asio::this_coro::executor;
   const auto caller = co_await asio::this_coro::cancellation_state;
   if (caller.cancelled() != asio::cancellation_type::none)
     co_return outcome<T>::from_error(asio::error::operation_aborted).get();
@@ -104,9 +105,11 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, const Clock*
   const time_point own = saturating_add(now, limit);
   const bool deadline_first = ctx.deadline <= own;
   const time_point fire_at = deadline_first ? ctx.deadline : own;
-  const error_code reason = deadline_first ? error::deadline_exceeded : error::timeout;
+  if (fire_at == time_point::max()) co_return co_await invoke_op(op, ctx);  // nothing bounds it
+  const error_code reason = deadline_first ? error::deadline_exceeded : own_reason;
   if (fire_at <= now) co_return outcome<T>::from_error(reason).get();
   ctx.deadline = fire_at;
+  const auto executor = co_await asio::this_coro::executor;
 
   bound_join<Executor> join;
   join.type = type;

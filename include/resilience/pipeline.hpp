@@ -1,0 +1,164 @@
+// resilience/pipeline.hpp — strategies composed into one call.
+//
+//   using namespace std::chrono_literals;
+//   const auto call_backend = resilience::pipeline(
+//       resilience::deadline_stage(2s),                          // outermost
+//       resilience::retry_policy{}.max_attempts(4),
+//       resilience::timeout(300ms));                             // innermost: each attempt
+//   std::string body = co_await call_backend([&](const resilience::context& ctx) {
+//     return http_get(url, ctx.remaining());
+//   });
+//
+// The first stage listed is the outermost, as in Polly and Failsafe: above,
+// the deadline bounds everything, the retry repeats what is inside it, and the
+// timeout bounds each attempt. A stage is anything with
+// `run(op, const context&)` returning an awaitable; a pipeline is one too, so
+// pipelines nest. Stages compose statically: no type erasure on the call path.
+//
+// Copyable stages (policies, timeouts) are stored by value. A stage that
+// cannot be copied — shared state such as a circuit breaker — is stored by
+// reference, as is one passed as std::ref(stage): it must outlive the pipeline.
+// The pipeline itself must outlive the calls it makes.
+//
+// Mistakes that can be seen when the pipeline is built are rejected then with
+// std::invalid_argument: an attempt timeout longer than the budget of a
+// deadline stage outside it can never fire.
+#pragma once
+
+#include <resilience/context.hpp>
+#include <resilience/detail/bounded_run.hpp>
+
+#include <chrono>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace resilience {
+
+namespace detail {
+
+template <class S>
+struct stage_storage {
+  using type = std::conditional_t<std::is_copy_constructible_v<S>, S, const S*>;
+};
+template <class S>
+struct stage_storage<std::reference_wrapper<S>> {
+  using type = const S*;
+};
+template <class S>
+using stage_storage_t = typename stage_storage<std::remove_cvref_t<S>>::type;
+
+template <class S>
+const S& unwrap_stage(const S& s) noexcept {
+  return s;
+}
+template <class S>
+const S& unwrap_stage(const S* s) noexcept {
+  return *s;
+}
+
+template <class Stored, class S>
+Stored store_stage(S&& s) {
+  if constexpr (std::is_pointer_v<Stored>) {
+    if constexpr (requires { s.get(); }) {
+      return &s.get();  // std::reference_wrapper
+    } else {
+      return &s;
+    }
+  } else {
+    return Stored(std::forward<S>(s));
+  }
+}
+
+// Calls the op of an outer stage's frame without copying it.
+template <class Op>
+struct op_ref {
+  Op* op;
+  auto operator()(const context& ctx) const { return invoke_op(*op, ctx); }
+};
+
+template <class S>
+concept has_budget = requires(const S& s) {
+  { s.budget() } -> std::same_as<std::optional<duration>>;
+};
+template <class S>
+concept has_limit = requires(const S& s) {
+  { s.limit() } -> std::same_as<duration>;
+};
+
+}  // namespace detail
+
+template <class... Stored>
+class pipeline {
+  static_assert(sizeof...(Stored) >= 1, "a pipeline needs at least one stage");
+
+ public:
+  template <class... S>
+  explicit pipeline(S&&... stages) : stages_(detail::store_stage<Stored>(std::forward<S>(stages))...) {
+    validate();
+  }
+
+  template <class Op>
+  auto run(Op op, const context& parent = {}) const {
+    return run_from<0>(std::move(op), parent);
+  }
+
+  template <class Op>
+  auto operator()(Op op, const context& parent = {}) const {
+    return run_from<0>(std::move(op), parent);
+  }
+
+  template <std::size_t I>
+  const auto& stage() const noexcept {
+    return detail::unwrap_stage(std::get<I>(stages_));
+  }
+
+  static constexpr std::size_t size() noexcept { return sizeof...(Stored); }
+
+ private:
+  template <std::size_t I, class Op>
+  auto run_from(Op op, const context& ctx) const {
+    if constexpr (I + 1 == sizeof...(Stored)) {
+      return stage<I>().run(std::move(op), ctx);
+    } else {
+      // Stage I repeats or bounds this inner call; it keeps `inner` in its
+      // own frame, so the reference handed further in stays valid.
+      return stage<I>().run(
+          [this, inner = std::move(op)](const context& c) mutable {
+            return this->template run_from<I + 1>(detail::op_ref<Op>{&inner}, c);
+          },
+          ctx);
+    }
+  }
+
+  // Every attempt timeout inside a deadline stage must fit in its budget.
+  void validate() const {
+    std::optional<duration> budget;
+    std::string name;
+    auto check = [&](const auto& s) {
+      using S = std::remove_cvref_t<decltype(s)>;
+      if constexpr (detail::has_limit<S>) {
+        if (budget && s.limit() > *budget) {
+          using ms = std::chrono::duration<double, std::milli>;
+          throw std::invalid_argument("pipeline: a timeout of " + std::to_string(ms(s.limit()).count()) +
+                                      " ms inside a deadline of " + std::to_string(ms(*budget).count()) +
+                                      " ms can never fire; shorten the timeout or lengthen the deadline");
+        }
+      }
+      if constexpr (detail::has_budget<S>) {
+        if (auto b = s.budget(); b && (!budget || *b < *budget)) budget = b;
+      }
+    };
+    std::apply([&](const auto&... s) { (check(detail::unwrap_stage(s)), ...); }, stages_);
+  }
+
+  std::tuple<Stored...> stages_;
+};
+
+template <class... S>
+pipeline(S&&...) -> pipeline<detail::stage_storage_t<S>...>;
+
+}  // namespace resilience
