@@ -7,6 +7,7 @@
 #include <resilience/timeout.hpp>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -354,6 +355,65 @@ BOOST_AUTO_TEST_CASE(mid_timeout_while_the_op_winds_down) {
   BOOST_TEST(calls == 1);
   BOOST_TEST(finished == 1);
   BOOST_TEST((done.value->error() == aborted));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The steady clock's bounds share one timer per context. These run on real
+// time with bounds of a few milliseconds; they check what fires and in which
+// order, never how long anything took.
+BOOST_AUTO_TEST_SUITE(shared_timer_queue)
+
+// Waits until cancelled, then reports it.
+asio::awaitable<error_code> wait_forever() {
+  asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::hours(1));
+  auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+  co_return ec;
+}
+
+BOOST_AUTO_TEST_CASE(bounds_fire_in_expiry_order_whatever_the_order_they_were_added) {
+  asio::io_context io;
+  std::vector<int> fired;
+  const std::vector<int> bounds_ms{7, 2, 9, 4, 1, 8, 3, 6, 5, 10};
+  std::vector<resilience::basic_timeout<>> stages;
+  for (int ms : bounds_ms) stages.emplace_back(std::chrono::milliseconds(ms));
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    asio::co_spawn(io, stages[i](wait_forever), [&, ms = bounds_ms[i]](std::exception_ptr e, error_code ec) {
+      BOOST_TEST(!e);
+      BOOST_TEST((ec == timeout_error));
+      fired.push_back(ms);
+    });
+  }
+  io.run();
+  BOOST_TEST((fired == std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+}
+
+BOOST_AUTO_TEST_CASE(an_answered_call_leaves_nothing_behind) {
+  asio::io_context io;
+  const auto stage = resilience::timeout(std::chrono::hours(1));
+  int answers = 0;
+  for (int i = 0; i < 100; ++i)
+    asio::co_spawn(io, stage([]() -> asio::awaitable<int> { co_return 3; }), [&](std::exception_ptr, int v) {
+      answers += v == 3;
+    });
+  io.run();  // returns: no armed timer is left holding the context
+  BOOST_TEST(answers == 100);
+}
+
+BOOST_AUTO_TEST_CASE(run_returns_once_suspending_calls_are_done) {
+  // Ops that really suspend get the bound armed; when the last one answers,
+  // the shared timer must be disarmed or run() would wait an hour.
+  asio::io_context io;
+  const auto stage = resilience::timeout(std::chrono::hours(1));
+  int answers = 0;
+  auto suspending = []() -> asio::awaitable<int> {
+    co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+    co_return 3;
+  };
+  for (int i = 0; i < 10; ++i)
+    asio::co_spawn(io, stage(suspending), [&](std::exception_ptr, int v) { answers += v == 3; });
+  io.run();
+  BOOST_TEST(answers == 10);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -8,7 +8,10 @@
 #include <resilience/classifier.hpp>
 #include <resilience/clock.hpp>
 #include <resilience/context.hpp>
+#include <resilience/deadline.hpp>
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
+#include <resilience/pipeline.hpp>
 #include <resilience/random.hpp>
 #include <resilience/retry.hpp>
+#include <resilience/timeout.hpp>

@@ -16,7 +16,7 @@
 
 namespace resilience::bench {
 
-// Every call of the global operator new in this program (bench_main.cpp).
+// Every heap allocation in this program (counted in bench_main.cpp).
 extern std::atomic<std::size_t> allocations;
 
 // The op every variant calls: as cheap as an awaitable can be, and opaque to

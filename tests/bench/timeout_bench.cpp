@@ -38,12 +38,38 @@ void or_idiom_success(benchmark::State& s) {
   drive(s, [] { return or_idiom(); });
 }
 
+// An op that suspends once, as real I/O does: the bound is armed and
+// disarmed on every call.
+asio::awaitable<int> suspending_op() {
+  co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+  co_return 42;
+}
+asio::awaitable<int> or_idiom_suspending() {
+  asio::steady_timer timer(co_await asio::this_coro::executor, 1s);
+  auto winner = co_await (suspending_op() || timer.async_wait(asio::use_awaitable));
+  co_return winner.index() == 0 ? std::get<0>(winner) : -1;
+}
+void suspending_bare_co_await(benchmark::State& s) {
+  drive(s, [] { return suspending_op(); });
+}
+void timeout_stage_suspending_op(benchmark::State& s) {
+  drive(s, [] { return one_second([] { return suspending_op(); }); });
+}
+void or_idiom_suspending_op(benchmark::State& s) {
+  drive(s, [] { return or_idiom_suspending(); });
+}
+
 BENCHMARK(timeout_bare_co_await);
 BENCHMARK(timeout_stage_success);
 BENCHMARK(or_idiom_success);
+BENCHMARK(suspending_bare_co_await);
+BENCHMARK(timeout_stage_suspending_op);
+BENCHMARK(or_idiom_suspending_op);
 
 const resilience::bench::ratio r1{"or_idiom_success", "timeout_stage_success"};
 const resilience::bench::ratio r2{"timeout_stage_success", "timeout_bare_co_await"};
+const resilience::bench::ratio r3{"or_idiom_suspending_op", "timeout_stage_suspending_op"};
+const resilience::bench::ratio r4{"timeout_stage_suspending_op", "suspending_bare_co_await"};
 
 asio::awaitable<void> loop_timeout(int n) {
   for (int i = 0; i < n; ++i) co_await one_second([] { return trivial_op(); });
@@ -81,6 +107,16 @@ void floor_timer_arm_cancel(benchmark::State& s) {
     co_return 1;
   });
 }
+// The same with the cancellation slot every bounded call must own.
+void floor_co_spawn_with_slot(benchmark::State& s) {
+  drive(s, []() -> asio::awaitable<int> {
+    asio::cancellation_signal signal;
+    auto [e, v] = co_await asio::co_spawn(co_await asio::this_coro::executor, trivial_op(),
+                                          asio::bind_cancellation_slot(signal.slot(), asio::as_tuple(asio::use_awaitable)));
+    co_return v;
+  });
+}
 BENCHMARK(floor_co_spawn);
+BENCHMARK(floor_co_spawn_with_slot);
 BENCHMARK(floor_timer_arm_cancel);
 }  // namespace

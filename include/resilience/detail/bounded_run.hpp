@@ -14,10 +14,12 @@
 #pragma once
 
 #include <resilience/context.hpp>
+#include <resilience/detail/timer_queue.hpp>
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -62,10 +64,27 @@ using op_executor_t = typename awaitable_parts<op_awaitable_t<Op>>::executor_typ
 // constructed travels in an optional.
 template <class T>
 inline constexpr bool spawn_boxed = !std::is_void_v<T> && !std::is_default_constructible_v<T>;
+template <class T>
+using spawned_t = std::conditional_t<spawn_boxed<T>, std::optional<T>, T>;
 
+template <class T>
+struct spawn_signature {
+  using type = void(std::exception_ptr, spawned_t<T>);
+};
+template <>
+struct spawn_signature<void> {
+  using type = void(std::exception_ptr);
+};
+
+// The child's body: the op, then a flag that says its body has ended (by
+// value or by exception). The flag lives in the parent's frame.
 template <class T, class Executor>
-boost::asio::awaitable<std::optional<T>, Executor> boxed(boost::asio::awaitable<T, Executor> a) {
-  co_return co_await std::move(a);
+boost::asio::awaitable<spawned_t<T>, Executor> run_and_flag(boost::asio::awaitable<T, Executor> op, bool* ended) {
+  struct flag_on_exit {
+    bool* ended;
+    ~flag_on_exit() { *ended = true; }
+  } guard{ended};
+  co_return co_await std::move(op);
 }
 
 struct forward_cancellation {
@@ -73,8 +92,10 @@ struct forward_cancellation {
   void operator()(boost::asio::cancellation_type type) { to->emit(type); }
 };
 
+// What the op's side and the timer's side of one bounded call share. The
+// timer's side runs on the caller's executor, so the two never overlap.
 template <class Executor>
-struct bound_join {
+struct bound_join : timer_node {
   using waiter_type =
       typename boost::asio::async_result<boost::asio::use_awaitable_t<Executor>, void()>::handler_type;
 
@@ -84,7 +105,29 @@ struct bound_join {
   bool op_done = false;
   bool fired = false;
   bool timer_done = false;
+
+  // The timer's side: `expired` is false when it was disarmed instead.
+  void timer_finished(bool expired) {
+    if (expired && !op_done) {
+      fired = true;
+      child.emit(type);
+    }
+    timer_done = true;
+    if (waiter) {
+      auto resume = std::move(*waiter);
+      waiter.reset();
+      std::move(resume)();  // may end the frame that holds *this: touch nothing after
+    }
+  }
+
+  static void fire_node(timer_node* node) { static_cast<bound_join*>(node)->timer_finished(true); }
 };
+
+// The steady clock's bounds share one timer per execution context; other
+// clocks (manual_clock in tests) get a timer of their own per call.
+template <class Clock, class Executor>
+inline constexpr bool uses_timer_queue =
+    std::is_same_v<Clock, steady_clock> && std::is_convertible_v<Executor, boost::asio::any_io_executor>;
 
 // Runs op(ctx) for at most `limit` from now and never past ctx.deadline. If
 // the bound passes first, the op is cancelled with `type` and waited for; a
@@ -113,39 +156,52 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, const Clock*
 
   bound_join<Executor> join;
   join.type = type;
-  auto timer = clock->make_timer(executor);
-  timer.expires_at(fire_at);
-  timer.async_wait(asio::bind_executor(executor, [&join](const error_code& ec) {
-    if (!ec && !join.op_done) {
-      join.fired = true;
-      join.child.emit(join.type);
+  std::optional<decltype(clock->make_timer(executor))> timer;
+  timer_queue* queue = nullptr;
+  bool op_ended = false;
+  const auto arm = [&] {
+    if constexpr (uses_timer_queue<Clock, Executor>) {
+      join.fire_at = fire_at;
+      join.fire = &bound_join<Executor>::fire_node;
+      join.executor = &executor;
+      queue = &timer_queue::of(executor);
+      queue->add(join);
+    } else {
+      timer.emplace(clock->make_timer(executor));
+      timer->expires_at(fire_at);
+      timer->async_wait(asio::bind_executor(executor, [&join](const error_code& ec) { join.timer_finished(!ec); }));
     }
-    join.timer_done = true;
-    if (join.waiter) {
-      auto resume = std::move(*join.waiter);
-      join.waiter.reset();
-      std::move(resume)();  // may end this frame: touch nothing after
-    }
-  }));
+  };
 
   // While the op runs, the caller's cancellation reaches it through `child`.
   if (caller.slot().is_connected()) caller.slot().template emplace<forward_cancellation>(&join.child);
-  auto spawn_token = asio::bind_cancellation_slot(join.child.slot(), asio::as_tuple(asio::use_awaitable_t<Executor>{}));
-  auto finished = co_await [&] {
-    if constexpr (spawn_boxed<T>) {
-      return asio::co_spawn(executor, boxed(invoke_op(op, ctx)), std::move(spawn_token));
-    } else {
-      return asio::co_spawn(executor, invoke_op(op, ctx), std::move(spawn_token));
-    }
-  }();
+
+  // co_spawn runs the child at once, up to its first suspension. Only an op
+  // still running after that needs the bound armed: one that has already
+  // ended could not have been interrupted anyway, and skips the timer.
+  using signature = typename spawn_signature<T>::type;
+  asio::as_tuple_t<asio::use_awaitable_t<Executor>> token{asio::use_awaitable_t<Executor>{}};
+  auto finished = co_await asio::async_initiate<decltype(token), signature>(
+      [&](auto handler) {
+        asio::co_spawn(executor, run_and_flag(invoke_op(op, ctx), &op_ended),
+                       asio::bind_cancellation_slot(join.child.slot(), std::move(handler)));
+        if (!op_ended) arm();
+      },
+      token);
   join.op_done = true;
   if (caller.slot().is_connected()) caller.slot().clear();
 
-  // Wait for the timer's handler, which refers to this frame. Asio would
-  // throw from this co_await if the caller was cancelled; the wait is
-  // mandatory, so switch that off around it.
-  timer.cancel();
-  if (!join.timer_done) {
+  // Disarm. Unless the timer's side is known to be over, wait for it: it
+  // refers to this frame. Asio would throw from this co_await if the caller
+  // was cancelled; the wait is mandatory, so switch that off around it.
+  bool timer_side_pending = false;
+  if (queue) {
+    timer_side_pending = !queue->remove(join) && !join.timer_done;
+  } else if (timer) {
+    timer->cancel();
+    timer_side_pending = !join.timer_done;
+  }
+  if (timer_side_pending) {
     const bool throws = co_await asio::this_coro::throw_if_cancelled();
     co_await asio::this_coro::throw_if_cancelled(false);
     asio::use_awaitable_t<Executor> token;
@@ -158,6 +214,15 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, const Clock*
     co_return outcome<T>::from_error(asio::error::operation_aborted).get();
 
   const auto& error = std::get<0>(finished);
+  if (!join.fired && !error) {  // the common case: answered in time
+    if constexpr (std::is_void_v<T>) {
+      co_return;
+    } else if constexpr (spawn_boxed<T>) {
+      co_return std::move(*std::get<1>(finished));
+    } else {
+      co_return std::move(std::get<1>(finished));
+    }
+  }
   std::optional<outcome<T>> result;
   if (error) {
     result.emplace(outcome<T>::from_exception(error));
