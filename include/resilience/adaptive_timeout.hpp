@@ -1,0 +1,363 @@
+// resilience/adaptive_timeout.hpp — a timeout that follows the latency of its call.
+//
+//   using namespace std::chrono_literals;
+//   // p99 of the last 200 calls plus one standard deviation, kept in
+//   // [20ms, 2s]; 500ms until 20 calls have been seen.
+//   const resilience::latency_tracker db_latency(resilience::latency_tracker_options{}
+//                                                    .window(200)
+//                                                    .percentile(99)
+//                                                    .deviations(1)
+//                                                    .bounds(20ms, 2s)
+//                                                    .initial(500ms)
+//                                                    .min_samples(20));
+//   const auto query_timeout = resilience::adaptive_timeout(db_latency);
+//   auto row = co_await query_timeout([&] { return db.async_query(sql); });
+//
+// latency_tracker keeps the latencies of the last `window` calls and turns
+// them into a limit:
+//
+//   limit = clamp(P + k * S, min, max)
+//
+// where P is the nearest-rank percentile of the window (the smallest sample
+// that at least `percentile`% of the samples do not exceed: the sample of
+// rank ceil(percentile / 100 * n) in ascending order, n the samples held), S
+// is the population standard deviation of the window (divided by n, not
+// n - 1) and k is `deviations`. Until `min_samples` latencies have been
+// recorded, the limit is `initial`, clamped to [min, max] as well.
+//
+// basic_adaptive_timeout is the timeout stage (see timeout.hpp) with the
+// tracker's current limit in place of a fixed one, read once per call. What
+// the call ends with decides what it records:
+//   - a success or an ordinary failure: its latency, measured with the stage's
+//     clock (a late success of an op that ignored cancellation included);
+//   - this stage's timeout: the limit itself. The true latency is unknown but
+//     at least that, so a run of timeouts fills the window with the limit and
+//     pushes the percentile up to it and, with k > 0, beyond, towards max;
+//   - a cancellation, or deadline_exceeded once the context's deadline has
+//     passed: nothing, since the call says nothing about the op's latency.
+//
+// A tracker is a handle: copies share one window, so every stage made from a
+// copy feeds and reads the same estimate. Give each kind of call its own
+// tracker. record() and current() are thread-safe; current() is one atomic
+// load. record() takes a mutex for O(window) work (an insertion into a sorted
+// copy of the window and one pass for the deviation) and never allocates:
+// its buffers are sized when the tracker is made.
+//
+// Like every stage, the stage must outlive the calls that use it.
+#pragma once
+
+#include <resilience/clock.hpp>
+#include <resilience/context.hpp>
+#include <resilience/detail/bounded_run.hpp>
+#include <resilience/error.hpp>
+#include <resilience/outcome.hpp>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace resilience {
+
+// How a latency_tracker turns recent latencies into a limit. A value type:
+// each setter validates its field (std::invalid_argument names it) and
+// returns a new set of options. The two checks that span fields (min_samples
+// <= window, and min <= max, which bounds() takes together) leave the order of
+// the setters free: latency_tracker makes the first.
+class latency_tracker_options {
+ public:
+  latency_tracker_options() = default;
+
+  // How many of the most recent latencies the estimate uses. At least 1.
+  latency_tracker_options window(std::size_t samples) const {
+    if (samples == 0) throw std::invalid_argument("latency_tracker_options: window must be at least 1 sample");
+    auto o = *this;
+    o.window_ = samples;
+    return o;
+  }
+
+  // Which percentile of the window, in (0, 100]: 50 is the median, 100 the
+  // slowest call held.
+  latency_tracker_options percentile(double p) const {
+    if (!(p > 0.0 && p <= 100.0))
+      throw std::invalid_argument("latency_tracker_options: percentile must be in (0, 100]");
+    auto o = *this;
+    o.percentile_ = p;
+    return o;
+  }
+
+  // How many standard deviations of the window are added to the percentile:
+  // headroom that grows when latency is erratic. Finite and >= 0.
+  latency_tracker_options deviations(double k) const {
+    if (!(k >= 0.0 && std::isfinite(k)))
+      throw std::invalid_argument("latency_tracker_options: deviations must be finite and >= 0");
+    auto o = *this;
+    o.deviations_ = k;
+    return o;
+  }
+
+  // The range every limit is clamped to. Both positive, min <= max.
+  latency_tracker_options bounds(duration min, duration max) const {
+    if (min <= duration::zero()) throw std::invalid_argument("latency_tracker_options: min must be positive");
+    if (max < min) throw std::invalid_argument("latency_tracker_options: max must not be less than min");
+    auto o = *this;
+    o.min_ = min;
+    o.max_ = max;
+    return o;
+  }
+
+  // The limit used until min_samples latencies are known. Positive; clamped
+  // to the bounds like any other limit.
+  latency_tracker_options initial(duration limit) const {
+    if (limit <= duration::zero()) throw std::invalid_argument("latency_tracker_options: initial must be positive");
+    auto o = *this;
+    o.initial_ = limit;
+    return o;
+  }
+
+  // How many latencies must be recorded before they replace the initial
+  // limit: a percentile of three samples says little. In [1, window].
+  latency_tracker_options min_samples(std::size_t n) const {
+    if (n == 0) throw std::invalid_argument("latency_tracker_options: min_samples must be at least 1");
+    auto o = *this;
+    o.min_samples_ = n;
+    return o;
+  }
+
+  std::size_t window() const noexcept { return window_; }
+  double percentile() const noexcept { return percentile_; }
+  double deviations() const noexcept { return deviations_; }
+  duration min() const noexcept { return min_; }
+  duration max() const noexcept { return max_; }
+  duration initial() const noexcept { return initial_; }
+  std::size_t min_samples() const noexcept { return min_samples_; }
+
+  friend bool operator==(const latency_tracker_options&, const latency_tracker_options&) = default;
+
+ private:
+  std::size_t window_ = 100;
+  double percentile_ = 99.0;
+  double deviations_ = 1.0;
+  duration min_ = std::chrono::milliseconds(10);
+  duration max_ = std::chrono::seconds(30);
+  duration initial_ = std::chrono::seconds(1);
+  std::size_t min_samples_ = 10;
+};
+
+// The numbers behind a tracker's current limit, for tests and metrics.
+// percentile and stddev are zero while the window is empty.
+struct latency_stats {
+  std::size_t samples = 0;  // latencies in the window, at most `window`
+  duration percentile{};    // nearest-rank percentile of the window
+  duration stddev{};        // population standard deviation of the window
+  duration limit{};         // what current() returns
+
+  friend bool operator==(const latency_stats&, const latency_stats&) = default;
+};
+
+class latency_tracker {
+ public:
+  latency_tracker() : latency_tracker(latency_tracker_options{}) {}
+
+  explicit latency_tracker(const latency_tracker_options& options)
+      : state_(std::make_shared<state>(checked(options))) {}
+
+  // The limit for the next call. Lock-free.
+  duration current() const noexcept { return duration(state_->limit.load(std::memory_order_relaxed)); }
+
+  // Adds one latency to the window, forgetting the oldest once it is full,
+  // and recomputes the limit. Negative latencies count as zero.
+  void record(duration latency) const {
+    state& s = *state_;
+    const duration::rep sample = std::max(latency.count(), duration::rep{0});
+    std::lock_guard lock(s.mutex);
+    if (s.sorted.size() == s.ring.size()) {
+      // Full: the slot about to be overwritten holds the oldest sample.
+      const duration::rep oldest = s.ring[s.next];
+      s.sorted.erase(std::lower_bound(s.sorted.begin(), s.sorted.end(), oldest));
+    }
+    s.ring[s.next] = sample;
+    s.next = (s.next + 1) % s.ring.size();
+    // Capacity was reserved for the whole window: this never reallocates.
+    s.sorted.insert(std::upper_bound(s.sorted.begin(), s.sorted.end(), sample), sample);
+    s.recompute();
+  }
+
+  latency_stats stats() const {
+    std::lock_guard lock(state_->mutex);
+    return state_->stats;
+  }
+
+  const latency_tracker_options& options() const noexcept { return state_->options; }
+
+ private:
+  struct state {
+    explicit state(const latency_tracker_options& o) : options(o), ring(o.window()) {
+      sorted.reserve(o.window());
+      stats.limit = clamped(o.initial());
+      limit.store(stats.limit.count(), std::memory_order_relaxed);
+    }
+
+    duration clamped(duration d) const { return std::clamp(d, options.min(), options.max()); }
+
+    // Called under the mutex after every change of the window.
+    void recompute() {
+      const std::size_t n = sorted.size();
+      // Nearest rank, 1-based. p * n before the division keeps whole ranks
+      // exact (99 * 100 / 100); the epsilon keeps a rank that rounding left a
+      // hair above a whole number (99.9 * 1000 / 100) from moving up one.
+      const double exact_rank = options.percentile() * static_cast<double>(n) / 100.0;
+      const auto rank = std::clamp<std::size_t>(static_cast<std::size_t>(std::ceil(exact_rank - 1e-9)), 1, n);
+      const double p = static_cast<double>(sorted[rank - 1]);
+
+      // Two passes over the window rather than running sums: sums of squares
+      // of nanoseconds lose precision or overflow, and the window is small.
+      double sum = 0;
+      for (const duration::rep x : sorted) sum += static_cast<double>(x);
+      const double mean = sum / static_cast<double>(n);
+      double squares = 0;
+      for (const duration::rep x : sorted) squares += (static_cast<double>(x) - mean) * (static_cast<double>(x) - mean);
+      const double sd = std::sqrt(squares / static_cast<double>(n));
+
+      stats.samples = n;
+      stats.percentile = duration(sorted[rank - 1]);
+      stats.stddev = duration(std::llround(sd));
+      if (n >= options.min_samples()) {
+        // Compared as doubles first: p + k * sd may not fit in a duration.
+        const double raw = p + options.deviations() * sd;
+        if (raw >= static_cast<double>(options.max().count())) {
+          stats.limit = options.max();
+        } else {
+          stats.limit = clamped(duration(std::llround(raw)));
+        }
+      }
+      limit.store(stats.limit.count(), std::memory_order_relaxed);
+    }
+
+    const latency_tracker_options options;
+    std::mutex mutex;
+    std::vector<duration::rep> ring;    // the window in arrival order, by slot
+    std::vector<duration::rep> sorted;  // the same samples, ascending
+    std::size_t next = 0;               // the slot the next sample goes to
+    latency_stats stats;
+    std::atomic<duration::rep> limit{0};
+  };
+
+  static const latency_tracker_options& checked(const latency_tracker_options& o) {
+    if (o.min_samples() > o.window())
+      throw std::invalid_argument("latency_tracker: min_samples (" + std::to_string(o.min_samples()) +
+                                  ") must not exceed window (" + std::to_string(o.window()) + ")");
+    return o;
+  }
+
+  std::shared_ptr<state> state_;
+};
+
+template <class Clock = steady_clock>
+class basic_adaptive_timeout {
+ public:
+  explicit basic_adaptive_timeout(latency_tracker tracker, Clock clock = {})
+      : tracker_(std::move(tracker)), clock_(std::move(clock)) {}
+
+  // How the op is cancelled when time runs out, as for basic_timeout.
+  basic_adaptive_timeout cancellation(boost::asio::cancellation_type type) const {
+    if (type == boost::asio::cancellation_type::none)
+      throw std::invalid_argument("adaptive_timeout: cancellation type must not be none");
+    auto t = *this;
+    t.type_ = type;
+    return t;
+  }
+
+  template <resilience::clock K>
+  basic_adaptive_timeout<K> clock(K k) const {
+    return basic_adaptive_timeout<K>(tracker_, std::move(k)).cancellation(type_);
+  }
+
+  // The limit the next call would get.
+  duration limit() const noexcept { return tracker_.current(); }
+  const latency_tracker& tracker() const noexcept { return tracker_; }
+  boost::asio::cancellation_type cancellation_type() const noexcept { return type_; }
+  const Clock& clock() const noexcept { return clock_; }
+
+  // The stage interface.
+  template <class Op>
+  auto run(Op op, const context& parent = {}) const;
+
+  template <class Op>
+  auto operator()(Op op, const context& parent = {}) const {
+    return run(std::move(op), parent);
+  }
+
+ private:
+  latency_tracker tracker_;
+  boost::asio::cancellation_type type_ = boost::asio::cancellation_type::terminal;
+  [[no_unique_address]] Clock clock_;
+};
+
+inline basic_adaptive_timeout<> adaptive_timeout(latency_tracker tracker) {
+  return basic_adaptive_timeout<>(std::move(tracker));
+}
+
+namespace detail {
+
+// What a call that ended with `ec` adds to the tracker: see the top of this
+// header.
+template <class Clock>
+void record_call(const latency_tracker& tracker, const Clock& clock, const error_code& ec, const context& ctx,
+                 time_point started, duration limit) {
+  if (is_cancellation(ec)) return;
+  const time_point now = clock.now();
+  if (ec == error::deadline_exceeded && now >= ctx.deadline) return;
+  const duration latency = now - started;
+  // The op may report a timeout of its own before this stage's limit: that
+  // is an ordinary failure with a known latency.
+  tracker.record(ec == error::timeout && latency >= limit ? limit : latency);
+}
+
+// One layer around run_bounded: reads the limit, times the call, records it.
+// The error is read without building an outcome, so a success costs no more
+// than the value's own error check.
+template <class T, class Executor, class Op, class Stage>
+boost::asio::awaitable<T, Executor> run_adaptive(Op op, context ctx, const Stage* stage) {
+  const latency_tracker& tracker = stage->tracker();
+  const auto& clock = stage->clock();
+  const duration limit = tracker.current();
+  const time_point started = clock.now();
+  try {
+    if constexpr (std::is_void_v<T>) {
+      co_await run_bounded<T, Executor>(std::move(op), ctx, &clock, limit, stage->cancellation_type());
+      record_call(tracker, clock, error_code{}, ctx, started, limit);
+    } else {
+      T value = co_await run_bounded<T, Executor>(std::move(op), ctx, &clock, limit, stage->cancellation_type());
+      record_call(tracker, clock, outcome_traits<T>::error(value), ctx, started, limit);
+      co_return std::move(value);
+    }
+  } catch (const boost::system::system_error& e) {
+    record_call(tracker, clock, e.code(), ctx, started, limit);
+    throw;
+  } catch (...) {
+    record_call(tracker, clock, error_code{}, ctx, started, limit);
+    throw;
+  }
+}
+
+}  // namespace detail
+
+template <class Clock>
+template <class Op>
+auto basic_adaptive_timeout<Clock>::run(Op op, const context& parent) const {
+  return detail::run_adaptive<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), parent, this);
+}
+
+}  // namespace resilience
