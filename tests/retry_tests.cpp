@@ -1,5 +1,6 @@
 #include "support.hpp"
 
+#include <resilience/error.hpp>
 #include <resilience/retry.hpp>
 #include <resilience/testing/manual_clock.hpp>
 
@@ -278,6 +279,47 @@ BOOST_AUTO_TEST_CASE(policies_are_values) {
   BOOST_TEST((d.options().delays == backoff::constant(1s).with_jitter(jitter::equal)));
   BOOST_TEST((retry_policy{}.options().delays.jitter_kind() == jitter::full), "the default schedule is jittered");
   BOOST_TEST(retry_policy{}.options().max_attempts == 3u);
+}
+
+// Stands in for a circuit breaker: all retry needs of one is the time left
+// until it lets a probe through.
+struct stub_breaker {
+  duration left;
+  duration time_until_probe() const { return left; }
+};
+
+BOOST_AUTO_TEST_CASE(an_open_circuit_is_not_retried_by_default) {
+  const error_code open = resilience::error::circuit_open;
+  completion<boost::system::result<int>> done;
+  auto retry_everything = [](const auto&) { return true; };
+  spawn(io, co_retry(failing({open, open}), policy().retry_if(retry_everything)), done);
+  clock.run(io);
+  BOOST_TEST(calls() == 1, "even a classifier that retries everything does not retry a rejection");
+  BOOST_TEST((done.value->error() == open));
+}
+
+BOOST_AUTO_TEST_CASE(an_open_circuit_can_be_waited_out) {
+  const error_code open = resilience::error::circuit_open;
+  const stub_breaker breaker{3s};
+  std::vector<duration> waits;
+  auto p = policy().wait_out_open_circuit(breaker).on_retry([&](const auto& e) { waits.push_back(e.delay); });
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing({open, reset, open}), p), done);
+  clock.run(io);
+  BOOST_TEST(calls() == 4);
+  BOOST_TEST(done.value->value() == 42);
+  BOOST_TEST((waits == std::vector<duration>{3s, 200ms, 3s}),
+             "the breaker's time left instead of the backoff; the backoff still counts retries");
+}
+
+BOOST_AUTO_TEST_CASE(with_no_time_left_the_policy_delay_stands) {
+  const error_code open = resilience::error::circuit_open;
+  const stub_breaker half_open_and_busy{0s};
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing({open}), policy().wait_out_open_circuit(half_open_and_busy)), done);
+  clock.run(io);
+  BOOST_TEST(calls() == 2);
+  BOOST_TEST((since_start(1) == 100ms));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

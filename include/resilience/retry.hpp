@@ -21,6 +21,8 @@
 //     (context::deadline): if the next delay would end past it, co_retry gives
 //     up at once with the last outcome instead of sleeping; once the deadline
 //     has passed, it ends with error::deadline_exceeded;
+//   - a circuit breaker's rejection (error::circuit_open), unless the policy
+//     was told to wait_out_open_circuit(breaker);
 //   - cancellation of the awaiting coroutine (its cancellation slot): co_retry
 //     ends at once with operation_aborted (in T's error channel, or thrown as
 //     boost::system::system_error when T has none), and calls op no more. A
@@ -51,6 +53,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -166,6 +169,23 @@ class basic_retry_policy {
     return p;
   }
 
+  // By default a circuit breaker's rejection (error::circuit_open) ends the
+  // call: retrying it only waits on a dependency known to be down. With
+  // this, it is retried like a transient failure, after waiting out the time
+  // `breaker` says is left before it lets a probe through, instead of the
+  // policy's own delay. `breaker` is anything with
+  // `duration time_until_probe() const` and must outlive the policy.
+  template <class Breaker>
+  basic_retry_policy wait_out_open_circuit(const Breaker& breaker) const
+    requires requires { { breaker.time_until_probe() } -> std::convertible_to<duration>; }
+  {
+    auto p = *this;
+    p.open_circuit_ = {&breaker, [](const void* b) -> duration {
+                         return static_cast<const Breaker*>(b)->time_until_probe();
+                       }};
+    return p;
+  }
+
   // Which outcomes are transient. Cancellation never is, whatever `c` says.
   template <class C>
   basic_retry_policy<C, OnRetry, Clock> retry_if(C c) const {
@@ -202,6 +222,9 @@ class basic_retry_policy {
     return detail::retry_loop<T, E>(std::move(op), this, parent);
   }
 
+  bool waits_out_open_circuit() const noexcept { return open_circuit_.breaker != nullptr; }
+  duration open_circuit_time_left() const { return open_circuit_.time_left(open_circuit_.breaker); }
+
   // Called by retry_loop, once per retry.
   template <class T>
   void notify_retry(const retry_event<T>& e) const {
@@ -214,18 +237,27 @@ class basic_retry_policy {
   }
 
  private:
-  basic_retry_policy(retry_options o, random_source r, logger_type l, Classifier c, OnRetry h, Clock k)
-      : options_(std::move(o)), random_(std::move(r)), logger_(std::move(l)),
+  // Where a circuit_open wait comes from: only read after a rejection.
+  struct open_circuit_source {
+    const void* breaker = nullptr;
+    duration (*time_left)(const void*) = nullptr;
+  };
+
+  basic_retry_policy(retry_options o, random_source r, logger_type l, open_circuit_source b, Classifier c,
+                     OnRetry h, Clock k)
+      : options_(std::move(o)), random_(std::move(r)), logger_(std::move(l)), open_circuit_(b),
         classifier_(std::move(c)), on_retry_(std::move(h)), clock_(std::move(k)) {}
 
   template <class C, class H, class K>
   basic_retry_policy<C, H, K> rebind(C c, H h, K k) const {
-    return basic_retry_policy<C, H, K>(options_, random_, logger_, std::move(c), std::move(h), std::move(k));
+    return basic_retry_policy<C, H, K>(options_, random_, logger_, {open_circuit_.breaker, open_circuit_.time_left},
+                                       std::move(c), std::move(h), std::move(k));
   }
 
   retry_options options_;
   random_source random_;
   logger_type logger_;
+  open_circuit_source open_circuit_;
   [[no_unique_address]] Classifier classifier_{};
   [[no_unique_address]] OnRetry on_retry_{};
   [[no_unique_address]] Clock clock_{};
@@ -253,7 +285,9 @@ namespace detail {
 // always ends it, whatever the classifier says.
 template <class Policy, class T>
 [[gnu::always_inline]] inline bool is_final(const Policy& policy, const outcome<T>& o) {
-  return o.cancelled() || !policy.classifier()(o);
+  if (o.cancelled()) return true;
+  if (o.error() == error::circuit_open) return !policy.waits_out_open_circuit();
+  return !policy.classifier()(o);
 }
 
 // Everything after a transient failure: waits and further attempts. A
@@ -279,7 +313,12 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
 
     // No wait may end past the time limit or the deadline: give up now
     // instead, with the last outcome (deadline_exceeded if it has passed).
-    const delay next = delays.next(policy.random());
+    delay next = delays.next(policy.random());
+    if (policy.waits_out_open_circuit() && last->error() == error::circuit_open) {
+      // The breaker knows when it will let a probe through; with no time
+      // left (half-open, probes all taken) the policy's own delay stands.
+      if (const duration left = policy.open_circuit_time_left(); left > duration::zero()) next = {left, left};
+    }
     if (give_up_at != time_point::max()) {
       const time_point now = policy.clock().now();
       if (next.actual > give_up_at - now) {
