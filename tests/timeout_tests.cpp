@@ -1,5 +1,6 @@
 #include "support.hpp"
 
+#include <resilience/any_pipeline.hpp>
 #include <resilience/deadline.hpp>
 #include <resilience/pipeline.hpp>
 #include <resilience/retry.hpp>
@@ -293,6 +294,27 @@ BOOST_AUTO_TEST_CASE(the_retry_never_sleeps_across_the_deadline) {
   BOOST_TEST((started[2] == time_point(900ms)));
   BOOST_TEST((now() == 900ms), "the 1200 ms wait would cross the deadline: not started");
   BOOST_TEST((done.value->error() == asio::error::connection_reset));
+}
+
+BOOST_AUTO_TEST_CASE(a_pipeline_built_at_run_time_behaves_the_same) {
+  // Configuration decides the stages; the scenario is the static
+  // a_deadline_passing_mid_attempt_is_deadline_exceeded one.
+  resilience::any_pipeline<boost::system::result<int>> p;
+  p.add(deadline(900ms))
+      .add(retry_policy{}.max_attempts(10).backoff(backoff::constant(50ms)).clock(clock))
+      .add(timeout(800ms));
+  BOOST_TEST(p.size() == 3u);
+  completion<boost::system::result<int>> done;
+  spawn(io, p(slow(1s)), done);
+  clock.run(io);
+  BOOST_TEST(calls == 2);
+  BOOST_TEST(finished == 2);
+  BOOST_TEST((done.value->error() == deadline_error));
+  BOOST_TEST((now() == 900ms));
+
+  resilience::any_pipeline<boost::system::result<int>> bad;
+  bad.add(resilience::deadline_stage(1s));
+  BOOST_CHECK_THROW(bad.add(resilience::timeout(2s)), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(mistakes_are_rejected_when_the_pipeline_is_built) {

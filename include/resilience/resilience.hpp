@@ -5,6 +5,7 @@
 #pragma once
 
 #include <resilience/adaptive_timeout.hpp>
+#include <resilience/any_pipeline.hpp>
 #include <resilience/backoff.hpp>
 #include <resilience/classifier.hpp>
 #include <resilience/clock.hpp>
