@@ -1,0 +1,141 @@
+// The circuit breaker's closed-state admit + record, on one thread and with
+// two threads contending for one breaker, against a std::mutex breaker that
+// keeps the same books; and the stage's cost around a bare co_await.
+#include "bench_support.hpp"
+
+#include <resilience/circuit_breaker.hpp>
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+
+namespace {
+
+using resilience::bench::drive;
+using resilience::bench::trivial_op;
+
+// The baseline: what a breaker guarded by one mutex does per call in the
+// closed state. Same options as `breaker` below: a 100-call count window,
+// failure ratio 0.5 after 20 calls.
+class mutex_breaker {
+ public:
+  bool try_acquire() {
+    std::lock_guard lock(mutex_);
+    return open_until_ <= 0;
+  }
+  void record(bool failure) {
+    std::lock_guard lock(mutex_);
+    const bool old = window_[next_];
+    window_[next_] = failure;
+    next_ = next_ + 1 == window_.size() ? 0 : next_ + 1;
+    if (calls_ < window_.size()) ++calls_;
+    failures_ += static_cast<int>(failure) - static_cast<int>(old);
+    consecutive_ = failure ? consecutive_ + 1 : 0;
+    if (failure && calls_ >= 20 && failures_ * 2 >= static_cast<int>(calls_)) open_until_ = 1;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::array<bool, 100> window_{};
+  std::size_t next_ = 0;
+  std::size_t calls_ = 0;
+  int failures_ = 0;
+  int consecutive_ = 0;
+  std::int64_t open_until_ = 0;
+};
+
+const auto options = resilience::breaker_options{}.count_window(100).failure_ratio(0.5).minimum_calls(20);
+
+// Shared by the threads of a run, as a breaker is in a service.
+resilience::circuit_breaker& shared_breaker() {
+  static resilience::circuit_breaker b{options};
+  return b;
+}
+mutex_breaker& shared_mutex_breaker() {
+  static mutex_breaker b;
+  return b;
+}
+
+template <class Loop>
+void count_allocations(benchmark::State& state, Loop loop) {
+  const std::size_t before = resilience::bench::allocations.load();
+  loop();
+  if (state.thread_index() == 0)
+    state.counters["allocs/call"] =
+        static_cast<double>(resilience::bench::allocations.load() - before) / static_cast<double>(state.iterations());
+}
+
+void breaker_admit_record(benchmark::State& state) {
+  auto& b = shared_breaker();
+  count_allocations(state, [&] {
+    for (auto _ : state) {
+      auto permit = b.try_acquire();
+      benchmark::DoNotOptimize(static_cast<bool>(permit));
+      permit.record_success();
+    }
+  });
+}
+void mutex_admit_record(benchmark::State& state) {
+  auto& b = shared_mutex_breaker();
+  count_allocations(state, [&] {
+    for (auto _ : state) {
+      benchmark::DoNotOptimize(b.try_acquire());
+      b.record(false);
+    }
+  });
+}
+// One call in 10 fails: the ratio stays under 0.5, the slots keep changing.
+void breaker_admit_record_mixed(benchmark::State& state) {
+  auto& b = shared_breaker();
+  unsigned i = 0;
+  count_allocations(state, [&] {
+    for (auto _ : state) {
+      auto permit = b.try_acquire();
+      benchmark::DoNotOptimize(static_cast<bool>(permit));
+      permit.record(++i % 10 == 0);
+    }
+  });
+}
+void mutex_admit_record_mixed(benchmark::State& state) {
+  auto& b = shared_mutex_breaker();
+  unsigned i = 0;
+  count_allocations(state, [&] {
+    for (auto _ : state) {
+      benchmark::DoNotOptimize(b.try_acquire());
+      b.record(++i % 10 == 0);
+    }
+  });
+}
+
+// Separate names per thread count, so the ratio table can tell them apart.
+void breaker_admit_record_2threads(benchmark::State& s) { breaker_admit_record(s); }
+void mutex_admit_record_2threads(benchmark::State& s) { mutex_admit_record(s); }
+void breaker_admit_record_mixed_2threads(benchmark::State& s) { breaker_admit_record_mixed(s); }
+void mutex_admit_record_mixed_2threads(benchmark::State& s) { mutex_admit_record_mixed(s); }
+
+void breaker_bare_co_await(benchmark::State& s) {
+  drive(s, [] { return trivial_op(); });
+}
+void breaker_stage_success(benchmark::State& s) {
+  drive(s, [] { return shared_breaker()([] { return trivial_op(); }); });
+}
+
+BENCHMARK(breaker_admit_record);
+BENCHMARK(mutex_admit_record);
+BENCHMARK(breaker_admit_record_mixed);
+BENCHMARK(mutex_admit_record_mixed);
+// Real time: with two threads, CPU time hides the wait for the contended line.
+BENCHMARK(breaker_admit_record_2threads)->Threads(2)->UseRealTime();
+BENCHMARK(mutex_admit_record_2threads)->Threads(2)->UseRealTime();
+BENCHMARK(breaker_admit_record_mixed_2threads)->Threads(2)->UseRealTime();
+BENCHMARK(mutex_admit_record_mixed_2threads)->Threads(2)->UseRealTime();
+BENCHMARK(breaker_bare_co_await);
+BENCHMARK(breaker_stage_success);
+
+const resilience::bench::ratio r1{"breaker_admit_record", "mutex_admit_record"};
+const resilience::bench::ratio r2{"breaker_admit_record_mixed", "mutex_admit_record_mixed"};
+const resilience::bench::ratio r3{"breaker_admit_record_2threads", "mutex_admit_record_2threads"};
+const resilience::bench::ratio r4{"breaker_admit_record_mixed_2threads", "mutex_admit_record_mixed_2threads"};
+const resilience::bench::ratio r5{"breaker_stage_success", "breaker_bare_co_await"};
+
+}  // namespace

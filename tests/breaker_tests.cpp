@@ -1,0 +1,710 @@
+#include "support.hpp"
+
+#include <resilience/circuit_breaker.hpp>
+#include <resilience/pipeline.hpp>
+#include <resilience/retry.hpp>
+#include <resilience/testing/manual_clock.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+using boost::system::error_code;
+using resilience::breaker_options;
+using resilience::circuit_state;
+using resilience::duration;
+using resilience::time_point;
+using resilience::testing::manual_clock;
+using resilience::test::completion;
+using resilience::test::spawn;
+
+namespace {
+
+using breaker = resilience::basic_circuit_breaker<manual_clock>;
+using result = boost::system::result<int>;
+
+std::string name(circuit_state s) { return resilience::to_string(s); }
+
+// Virtual time, and every event a breaker reports, as text.
+struct fixture {
+  asio::io_context io;
+  manual_clock clock;
+  std::vector<std::string> events;
+  std::vector<std::uint32_t> sequences;
+
+  breaker_options options() {
+    return breaker_options{}
+        .consecutive_failures(3)
+        .no_failure_ratio()
+        .open_duration(1s)
+        .successes_to_close(2)
+        .half_open_limit(10s)
+        .on_state_change([this](const resilience::state_change& e) {
+          events.push_back(name(e.from) + ">" + name(e.to));
+          sequences.push_back(e.sequence);
+        })
+        .on_rejection([this](const resilience::rejection& r) { events.push_back("rejected:" + name(r.state)); });
+  }
+
+  std::string transitions() const {
+    std::string s;
+    for (const auto& e : events)
+      if (e.find('>') != std::string::npos) s += (s.empty() ? "" : " ") + e;
+    return s;
+  }
+};
+
+void succeed(breaker& b) {
+  auto p = b.try_acquire();
+  BOOST_REQUIRE(p);
+  p.record_success();
+}
+void fail(breaker& b) {
+  auto p = b.try_acquire();
+  BOOST_REQUIRE(p);
+  p.record_failure();
+}
+void fail(breaker& b, int n) {
+  for (int i = 0; i < n; ++i) fail(b);
+}
+
+
+struct http_response {
+  int status;
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(breaker_options_validation)
+
+BOOST_AUTO_TEST_CASE(bad_input_names_the_field) {
+  const auto throws_naming = [](auto make, const std::string& field) {
+    try {
+      make();
+      BOOST_ERROR("no exception for " << field);
+    } catch (const std::invalid_argument& e) {
+      BOOST_TEST(std::string(e.what()).find(field) != std::string::npos, e.what());
+    }
+  };
+  const breaker_options o;
+  throws_naming([&] { return o.consecutive_failures(0); }, "consecutive_failures");
+  throws_naming([&] { return o.failure_ratio(0.0); }, "failure_ratio");
+  throws_naming([&] { return o.failure_ratio(1.5); }, "failure_ratio");
+  throws_naming([&] { return o.failure_ratio(-0.1); }, "failure_ratio");
+  throws_naming([&] { return o.slow_calls(0ms, 0.5); }, "slow_calls");
+  throws_naming([&] { return o.slow_calls(1s, 0.0); }, "slow_calls");
+  throws_naming([&] { return o.count_window(0); }, "count_window");
+  throws_naming([&] { return o.time_window(-1s); }, "time_window");
+  throws_naming([&] { return o.time_window(10s, 0); }, "time_window");
+  throws_naming([&] { return o.minimum_calls(0); }, "minimum_calls");
+  throws_naming([&] { return o.open_duration(-1ms); }, "open_duration");
+  throws_naming([&] { return o.open_duration(breaker_options::duration_generator{}); }, "open_duration");
+  throws_naming([&] { return o.half_open_permits(0); }, "half_open_permits");
+  throws_naming([&] { return o.successes_to_close(0); }, "successes_to_close");
+  throws_naming([&] { return o.half_open_limit(0s); }, "half_open_limit");
+  throws_naming([&] { return breaker(o.count_window(10).minimum_calls(11)); }, "minimum_calls");
+  // The setters do not touch the original.
+  BOOST_TEST(o.failure_ratio().value() == 0.5);
+  BOOST_TEST(o.consecutive_failures(4).consecutive_failures() == 4u);
+  BOOST_TEST(o.consecutive_failures() == 0u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(breaker_transitions, fixture)
+
+// Every transition, driven through the raw permit API. Script:
+//   s success, f failure, n admitted then released (neither), x rejected,
+//   w 1 s passes (the break), W 10 s pass (the half-open limit), p poll(),
+//   I isolate(), R reset(), D disable(), M metrics_only().
+// Options: 3 consecutive failures trip it; 2 probe successes close it.
+BOOST_AUTO_TEST_CASE(transition_table) {
+  struct row {
+    const char* script;
+    circuit_state state;
+    const char* transitions;
+  };
+  const row rows[] = {
+      {"sss", circuit_state::closed, ""},
+      {"ffsff", circuit_state::closed, ""},
+      {"fff", circuit_state::open, "closed>open"},
+      {"fffxx", circuit_state::open, "closed>open"},
+      {"fffws", circuit_state::half_open, "closed>open open>half_open"},
+      {"fffwp", circuit_state::half_open, "closed>open open>half_open"},
+      {"fffwss", circuit_state::closed, "closed>open open>half_open half_open>closed"},
+      {"fffwnss", circuit_state::closed, "closed>open open>half_open half_open>closed"},
+      {"fffwf", circuit_state::open, "closed>open open>half_open half_open>open"},
+      {"fffwsfx", circuit_state::open, "closed>open open>half_open half_open>open"},
+      {"fffwsWx", circuit_state::open, "closed>open open>half_open half_open>open"},
+      {"fffwsWp", circuit_state::open, "closed>open open>half_open half_open>open"},
+      {"fffwfws", circuit_state::half_open, "closed>open open>half_open half_open>open open>half_open"},
+      {"fffwssfff", circuit_state::open, "closed>open open>half_open half_open>closed closed>open"},
+      {"Ix", circuit_state::isolated, "closed>isolated"},
+      {"fffIwx", circuit_state::isolated, "closed>open open>isolated"},
+      {"fffwIx", circuit_state::isolated, "closed>open open>isolated"},
+      {"fffwsIx", circuit_state::isolated, "closed>open open>half_open half_open>isolated"},
+      {"IRs", circuit_state::closed, "closed>isolated isolated>closed"},
+      {"fffRs", circuit_state::closed, "closed>open open>closed"},
+      {"fffwsRs", circuit_state::closed, "closed>open open>half_open half_open>closed"},
+      {"ffRff", circuit_state::closed, ""},
+      {"Dffffff", circuit_state::disabled, "closed>disabled"},
+      {"fffDs", circuit_state::disabled, "closed>open open>disabled"},
+      {"DRfff", circuit_state::open, "closed>disabled disabled>closed closed>open"},
+      {"Mffffff", circuit_state::metrics_only, "closed>metrics_only"},
+      {"MRfff", circuit_state::open, "closed>metrics_only metrics_only>closed closed>open"},
+      {"fffMs", circuit_state::metrics_only, "closed>open open>metrics_only"},
+  };
+  for (const row& r : rows) {
+    BOOST_TEST_CONTEXT("script " << r.script) {
+      events.clear();
+      manual_clock fresh;
+      clock = fresh;
+      breaker b(options(), clock);
+      for (const char* c = r.script; *c; ++c) {
+        switch (*c) {
+          case 's': succeed(b); break;
+          case 'f': fail(b); break;
+          case 'n': BOOST_REQUIRE(b.try_acquire()); break;
+          case 'x': BOOST_TEST(!b.try_acquire()); break;
+          case 'w': clock.advance(1s); break;
+          case 'W': clock.advance(10s); break;
+          case 'p': b.poll(); break;
+          case 'I': b.isolate(); break;
+          case 'R': b.reset(); break;
+          case 'D': b.disable(); break;
+          case 'M': b.metrics_only(); break;
+        }
+      }
+      BOOST_TEST(name(b.state()) == name(r.state));
+      BOOST_TEST(transitions() == r.transitions);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_success_ends_the_failure_run) {
+  breaker b(options(), clock);
+  fail(b, 2);
+  BOOST_TEST(b.metrics().consecutive_failures == 2u);
+  succeed(b);
+  BOOST_TEST(b.metrics().consecutive_failures == 0u);
+  fail(b, 2);
+  BOOST_TEST(name(b.state()) == "closed");
+  fail(b);
+  BOOST_TEST(name(b.state()) == "open");
+}
+
+BOOST_AUTO_TEST_CASE(failure_ratio_waits_for_the_minimum_calls) {
+  breaker b(breaker_options{}.count_window(10).failure_ratio(0.5).minimum_calls(6), clock);
+  fail(b, 5);
+  BOOST_TEST(name(b.state()) == "closed", "5 calls are fewer than the minimum of 6");
+  succeed(b);
+  BOOST_TEST(name(b.state()) == "closed", "a success never opens it");
+  const auto m = b.metrics();
+  BOOST_TEST(m.calls == 6u);
+  BOOST_TEST(m.failures == 5u);
+  BOOST_TEST(m.failure_ratio == 5.0 / 6.0);
+  fail(b);
+  BOOST_TEST(name(b.state()) == "open");
+}
+
+BOOST_AUTO_TEST_CASE(the_count_window_slides) {
+  breaker b(breaker_options{}.count_window(4).failure_ratio(0.75).minimum_calls(4), clock);
+  fail(b, 2);
+  for (int i = 0; i < 4; ++i) succeed(b);
+  BOOST_TEST(b.metrics().failures == 0u, "the two failures slid out");
+  fail(b, 2);
+  BOOST_TEST(name(b.state()) == "closed", "2 of the last 4");
+  BOOST_TEST(b.metrics().calls == 4u);
+  fail(b);
+  BOOST_TEST(name(b.state()) == "open", "3 of the last 4");
+}
+
+BOOST_AUTO_TEST_CASE(time_window_buckets_expire) {
+  breaker b(breaker_options{}.time_window(10s, 10).failure_ratio(0.5).minimum_calls(4), clock);
+  fail(b, 3);
+  clock.advance(9500ms);
+  BOOST_TEST(b.metrics().calls == 3u, "still inside the 10 s window");
+  clock.advance(500ms);
+  BOOST_TEST(b.metrics().calls == 0u, "the first bucket expired whole");
+  fail(b);
+  BOOST_TEST(name(b.state()) == "closed", "one call in the window");
+
+  clock.advance(1s);
+  fail(b, 2);
+  clock.advance(3s);
+  BOOST_TEST(b.metrics().calls == 3u);
+  fail(b);
+  BOOST_TEST(name(b.state()) == "open", "4 failures within 10 s");
+}
+
+BOOST_AUTO_TEST_CASE(the_time_window_reuses_buckets_after_a_long_quiet_time) {
+  breaker b(breaker_options{}.time_window(2s, 2).failure_ratio(1.0).minimum_calls(3), clock);
+  fail(b, 2);
+  clock.advance(1h);
+  succeed(b);
+  fail(b);
+  const auto m = b.metrics();
+  BOOST_TEST(m.calls == 2u);
+  BOOST_TEST(m.failures == 1u);
+  BOOST_TEST(name(b.state()) == "closed");
+}
+
+BOOST_AUTO_TEST_CASE(slow_calls_trip_it) {
+  breaker b(breaker_options{}.no_failure_ratio().slow_calls(100ms, 0.5).count_window(4).minimum_calls(4), clock);
+  const auto call = [&](duration took) {
+    auto p = b.try_acquire();
+    BOOST_REQUIRE(p);
+    clock.advance(took);
+    p.record_success();
+  };
+  call(10ms);
+  call(200ms);
+  call(10ms);
+  BOOST_TEST(name(b.state()) == "closed");
+  call(100ms);  // at the threshold: slow
+  const auto m = b.metrics();
+  BOOST_TEST(m.slow_calls == 2u);
+  BOOST_TEST(m.slow_call_ratio == 0.5);
+  BOOST_TEST(name(b.state()) == "open");
+}
+
+BOOST_AUTO_TEST_CASE(a_slow_probe_counts_as_a_failure) {
+  breaker b(breaker_options{}.consecutive_failures(1).slow_calls(100ms, 1.0).count_window(10).minimum_calls(10)
+                .open_duration(1s),
+            clock);
+  fail(b);
+  clock.advance(1s);
+  auto p = b.try_acquire();
+  BOOST_REQUIRE(p.is_probe());
+  clock.advance(150ms);
+  p.record_success();
+  BOOST_TEST(name(b.state()) == "open");
+}
+
+BOOST_AUTO_TEST_CASE(open_duration_generator_grows_with_consecutive_openings) {
+  std::vector<std::uint32_t> asked;
+  breaker b(options().open_duration([&](std::uint32_t n) {
+    asked.push_back(n);
+    return std::chrono::seconds(n);
+  }),
+            clock);
+  fail(b, 3);
+  BOOST_TEST((b.time_until_probe() == 1s));
+  clock.advance(400ms);
+  BOOST_TEST((b.time_until_probe() == 600ms));
+  clock.advance(600ms);
+  fail(b);  // the probe fails: the second opening in a row
+  BOOST_TEST((b.time_until_probe() == 2s));
+  clock.advance(2s);
+  fail(b);
+  BOOST_TEST((b.time_until_probe() == 3s));
+  clock.advance(3s);
+  succeed(b);
+  succeed(b);
+  BOOST_TEST(name(b.state()) == "closed");
+  fail(b, 3);
+  BOOST_TEST((b.time_until_probe() == 1s), "closing starts the count again");
+  BOOST_TEST(asked.back() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(exactly_n_probes_at_a_time) {
+  breaker b(options().half_open_permits(3).successes_to_close(3), clock);
+  fail(b, 3);
+  clock.advance(1s);
+  std::vector<resilience::breaker_permit> probes;
+  for (int i = 0; i < 3; ++i) {
+    probes.push_back(b.try_acquire());
+    BOOST_REQUIRE(probes.back().is_probe());
+  }
+  BOOST_TEST(b.metrics().probes_in_flight == 3u);
+  auto fourth = b.try_acquire();
+  BOOST_TEST(!fourth);
+  BOOST_TEST((fourth.retry_after() == duration::zero()));
+  BOOST_TEST(events.back() == "rejected:half_open");
+
+  probes[0].release();  // neither: the slot comes back, nothing counted
+  BOOST_TEST(b.metrics().probes_in_flight == 2u);
+  probes[0] = b.try_acquire();
+  BOOST_REQUIRE(probes[0].is_probe());
+  BOOST_TEST(!b.try_acquire());
+
+  probes[0].record_success();
+  probes[1].record_success();
+  BOOST_TEST(name(b.state()) == "half_open");
+  { auto dropped = std::move(probes[2]); }  // destroyed unrecorded: neither
+  BOOST_TEST(b.metrics().probes_in_flight == 0u);
+  succeed(b);
+  BOOST_TEST(name(b.state()) == "closed");
+}
+
+BOOST_AUTO_TEST_CASE(a_call_admitted_before_a_transition_is_not_counted_after_it) {
+  breaker b(options(), clock);
+  auto straggler = b.try_acquire();
+  fail(b, 3);
+  clock.advance(1s);
+  auto probe = b.try_acquire();
+  BOOST_REQUIRE(probe.is_probe());
+  straggler.record_failure();  // admitted while closed: not a probe's failure
+  BOOST_TEST(name(b.state()) == "half_open");
+  probe.record_success();
+  succeed(b);
+  BOOST_TEST(name(b.state()) == "closed");
+}
+
+BOOST_AUTO_TEST_CASE(a_hung_probe_cannot_keep_it_half_open) {
+  breaker b(options(), clock);
+  fail(b, 3);
+  clock.advance(1s);
+  auto hung = b.try_acquire();
+  BOOST_REQUIRE(hung.is_probe());
+  BOOST_TEST(!b.try_acquire());
+  clock.advance(10s);
+  BOOST_TEST(!b.try_acquire());
+  BOOST_TEST(name(b.state()) == "open");
+  clock.advance(1s);
+  auto next = b.try_acquire();
+  BOOST_TEST(next.is_probe());
+  hung.record_success();  // from the earlier period: dropped
+  BOOST_TEST(b.metrics().probes_in_flight == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(callbacks_in_order) {
+  breaker b(options(), clock);
+  fail(b, 3);
+  BOOST_TEST(!b.try_acquire());
+  clock.advance(1s);
+  succeed(b);
+  succeed(b);
+  const std::vector<std::string> expected{"closed>open", "rejected:open", "open>half_open", "half_open>closed"};
+  BOOST_TEST(events == expected, boost::test_tools::per_element());
+  const std::vector<std::uint32_t> seq{1, 2, 3};
+  BOOST_TEST(sequences == seq, boost::test_tools::per_element());
+  BOOST_TEST(b.metrics().transitions == 3u);
+  BOOST_TEST(b.metrics().rejections == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(manual_modes) {
+  breaker b(options(), clock);
+  b.isolate();
+  auto r = b.try_acquire();
+  BOOST_TEST(!r);
+  BOOST_TEST((r.retry_after() == duration::max()));
+  BOOST_TEST((b.time_until_probe() == duration::max()));
+  clock.advance(1h);
+  b.poll();
+  BOOST_TEST(name(b.state()) == "isolated", "held open whatever the time");
+
+  b.disable();
+  fail(b, 10);
+  BOOST_TEST(b.metrics().calls == 0u, "disabled records nothing");
+  BOOST_TEST(b.metrics().consecutive_failures == 0u);
+
+  b.metrics_only();
+  fail(b, 10);
+  BOOST_TEST(name(b.state()) == "metrics_only");
+  BOOST_TEST(b.metrics().calls == 10u);
+  BOOST_TEST(b.metrics().failure_ratio == 1.0);
+  BOOST_TEST(b.metrics().consecutive_failures == 10u);
+
+  b.reset();
+  BOOST_TEST(name(b.state()) == "closed");
+  BOOST_TEST(b.metrics().calls == 0u, "reset clears the window");
+  BOOST_TEST(b.metrics().consecutive_failures == 0u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(breaker_stage, fixture)
+
+BOOST_AUTO_TEST_CASE(co_await_breaker_passes_results_through) {
+  breaker b(options(), clock);
+  int calls = 0;
+  completion<int> value;
+  spawn(io, b([&]() -> asio::awaitable<int> { co_return ++calls; }), value);
+  completion<void> nothing;
+  spawn(io, b([&](const resilience::context& ctx) -> asio::awaitable<void> {
+          BOOST_TEST(ctx.attempt == 1u);
+          ++calls;
+          co_return;
+        }),
+        nothing);
+  clock.run(io);
+  BOOST_TEST(*value.value == 1);
+  BOOST_TEST(nothing.done());
+  BOOST_TEST(!static_cast<bool>(nothing.exception));
+  BOOST_TEST(b.metrics().calls == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(rejections_fail_fast_in_the_error_channel_or_as_circuit_open_error) {
+  breaker b(options(), clock);
+  fail(b, 3);
+  clock.advance(250ms);
+  int calls = 0;
+  completion<result> in_channel;
+  spawn(io, b([&]() -> asio::awaitable<result> { co_return ++calls; }), in_channel);
+  completion<int> thrown;
+  spawn(io, b([&]() -> asio::awaitable<int> { co_return ++calls; }), thrown);
+  clock.run(io);
+  BOOST_TEST(calls == 0);
+  BOOST_TEST((in_channel.value->error() == resilience::error::circuit_open));
+  try {
+    resilience::test::rethrow(thrown);
+  } catch (const resilience::circuit_open_error& e) {
+    BOOST_TEST((e.code() == resilience::error::circuit_open));
+    BOOST_TEST((e.retry_after() == 750ms));
+    BOOST_TEST((b.time_until_probe() == 750ms));
+  }
+  BOOST_TEST(b.metrics().rejections == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(the_classifier_decides_what_counts) {
+  breaker b(options(), clock);
+  const auto server_errors = [](const resilience::outcome<http_response>& o) {
+    return o.failed() || o.value().status >= 500;
+  };
+  auto stage = b.stage(server_errors);
+  int status = 404;
+  const auto op = [&]() -> asio::awaitable<http_response> { co_return http_response{status}; };
+  for (int i = 0; i < 5; ++i) {
+    completion<http_response> done;
+    spawn(io, stage(op), done);
+    clock.run(io);
+    BOOST_TEST(done.value->status == 404);
+  }
+  BOOST_TEST(name(b.state()) == "closed", "a 404 does not trip it");
+  status = 503;
+  for (int i = 0; i < 3; ++i) {
+    completion<http_response> done;
+    spawn(io, stage.run(op, resilience::context{}), done);
+    clock.run(io);
+  }
+  BOOST_TEST(name(b.state()) == "open");
+}
+
+BOOST_AUTO_TEST_CASE(a_stage_of_a_pipeline) {
+  breaker b(options(), clock);
+  const auto retry = resilience::retry_policy{}
+                         .max_attempts(4)
+                         .backoff(resilience::backoff::constant(100ms))
+                         .jitter(resilience::jitter::none)
+                         .clock(clock);
+  const auto call = resilience::pipeline(retry, b);  // the breaker is held by reference
+  int calls = 0;
+  completion<result> done;
+  spawn(io, call([&](const resilience::context& ctx) -> asio::awaitable<result> {
+          BOOST_TEST(ctx.attempt == static_cast<std::uint32_t>(calls + 1));
+          ++calls;
+          co_return error_code(asio::error::connection_reset);
+        }),
+        done);
+  clock.run(io);
+  BOOST_TEST(calls == 3, "the breaker opened after 3 failures; the 4th attempt never reached the op");
+  BOOST_TEST((done.value->error() == resilience::error::circuit_open));
+  BOOST_TEST(name(b.state()) == "open");
+}
+
+// Half-open with one probe, then one call that ends in the given way.
+struct probe_fixture : fixture {
+  breaker b{options(), clock};
+  probe_fixture() {
+    fail(b, 3);
+    clock.advance(1s);
+  }
+};
+
+BOOST_FIXTURE_TEST_CASE(an_exception_gives_the_permit_back_as_a_failure, probe_fixture) {
+  completion<int> done;
+  spawn(io, b([]() -> asio::awaitable<int> {
+          throw std::runtime_error("boom");
+          co_return 0;
+        }),
+        done);
+  clock.run(io);
+  BOOST_CHECK_THROW(resilience::test::rethrow(done), std::runtime_error);
+  BOOST_TEST(name(b.state()) == "open");
+}
+
+BOOST_FIXTURE_TEST_CASE(a_timeout_gives_the_permit_back_as_a_failure, probe_fixture) {
+  completion<result> in_channel;
+  spawn(io, b([]() -> asio::awaitable<result> { co_return error_code(resilience::error::timeout); }), in_channel);
+  clock.run(io);
+  BOOST_TEST((in_channel.value->error() == resilience::error::timeout));
+  BOOST_TEST(name(b.state()) == "open");
+
+  clock.advance(1s);
+  completion<int> thrown;
+  spawn(io, b([]() -> asio::awaitable<int> {
+          throw boost::system::system_error(resilience::error::timeout);
+          co_return 0;
+        }),
+        thrown);
+  clock.run(io);
+  BOOST_TEST(static_cast<bool>(thrown.exception));
+  BOOST_TEST(name(b.state()) == "open");
+  BOOST_TEST(transitions() == "closed>open open>half_open half_open>open open>half_open half_open>open");
+}
+
+BOOST_FIXTURE_TEST_CASE(a_cancellation_gives_the_permit_back_as_neither, probe_fixture) {
+  int calls = 0;
+  const auto waits = [&]() -> asio::awaitable<int> {
+    ++calls;
+    auto t = clock.make_timer(co_await asio::this_coro::executor);
+    t.expires_after(5s);
+    co_await t.async_wait(asio::use_awaitable);  // throws operation_aborted when cancelled
+    co_return 1;
+  };
+  asio::cancellation_signal signal;
+  completion<int> done;
+  spawn(io, b(waits), done, &signal);
+  io.poll();
+  BOOST_TEST(calls == 1);
+  BOOST_TEST(b.metrics().probes_in_flight == 1u);
+  BOOST_TEST(!b.try_acquire(), "the only probe permit is taken");
+  signal.emit(asio::cancellation_type::terminal);
+  io.poll();
+  BOOST_TEST(done.done());
+  BOOST_TEST(name(b.state()) == "half_open", "neither success nor failure");
+  BOOST_TEST(b.metrics().probes_in_flight == 0u);
+
+  // The permit came back: the next calls probe and close it.
+  completion<int> next;
+  spawn(io, b([]() -> asio::awaitable<int> { co_return 2; }), next);
+  completion<int> last;
+  spawn(io, b([]() -> asio::awaitable<int> { co_return 3; }), last);
+  clock.run(io);
+  BOOST_TEST(*next.value == 2);
+  BOOST_TEST(*last.value == 3);
+  BOOST_TEST(name(b.state()) == "closed");
+}
+
+BOOST_FIXTURE_TEST_CASE(an_op_reporting_cancellation_in_its_result_counts_as_neither, probe_fixture) {
+  completion<result> done;
+  spawn(io, b([]() -> asio::awaitable<result> { co_return error_code(asio::error::operation_aborted); }), done);
+  clock.run(io);
+  BOOST_TEST(name(b.state()) == "half_open");
+  BOOST_TEST(b.metrics().probes_in_flight == 0u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(breaker_concurrency)
+
+// Threads and coroutines on a thread pool hammer one breaker with random
+// outcomes while virtual time moves. Checked: never more than N probes in
+// one half-open period; every transition reported once, with no gaps, and
+// chaining from -> to.
+BOOST_AUTO_TEST_CASE(stress_invariants) {
+  constexpr std::uint32_t permits = 3;
+  constexpr int threads = 3;
+  constexpr int calls_per_thread = 20000;
+  constexpr int coroutines = 3000;
+
+  manual_clock clock;
+  std::mutex mutex;  // the test's own bookkeeping only
+  std::vector<resilience::state_change> changes;
+  std::array<std::atomic<int>, 4096> in_period{};
+  std::atomic<int> over_limit{0};
+  std::atomic<int> probes_seen{0};
+
+  breaker b(breaker_options{}
+                .consecutive_failures(4)
+                .count_window(32)
+                .failure_ratio(0.5)
+                .minimum_calls(8)
+                .open_duration(2ms)
+                .half_open_permits(permits)
+                .successes_to_close(4)
+                .half_open_limit(20ms)
+                .on_state_change([&](const resilience::state_change& e) {
+                  std::lock_guard lock(mutex);
+                  changes.push_back(e);
+                }),
+            clock);
+
+  const auto enter = [&](const resilience::breaker_permit& p) {
+    if (!p.is_probe()) return;
+    probes_seen.fetch_add(1);
+    if (in_period[p.sequence() % in_period.size()].fetch_add(1) + 1 > static_cast<int>(permits)) over_limit.fetch_add(1);
+  };
+  const auto leave = [&](const resilience::breaker_permit& p) {
+    if (p.is_probe()) in_period[p.sequence() % in_period.size()].fetch_sub(1);
+  };
+
+  asio::thread_pool pool(2);
+  std::atomic<int> finished{0};
+  for (int i = 0; i < coroutines; ++i) {
+    asio::co_spawn(
+        pool,
+        [&, i]() -> asio::awaitable<void> {
+          const auto op = [&, i]() -> asio::awaitable<result> {
+            co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);  // interleave
+            if (i % 3 == 0) throw std::runtime_error("down");
+            if (i % 7 == 0) co_return error_code(asio::error::operation_aborted);
+            co_return i;
+          };
+          try {
+            co_await b(op);
+          } catch (const std::exception&) {
+          }
+          finished.fetch_add(1);
+        },
+        asio::detached);
+  }
+
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<unsigned>(t) + 1);
+      std::uniform_int_distribution<int> pick(0, 99);
+      for (int i = 0; i < calls_per_thread; ++i) {
+        if (t == 0 && i % 50 == 0) clock.advance(1ms);
+        auto p = b.try_acquire();
+        if (!p) continue;
+        enter(p);
+        const int roll = pick(rng);
+        leave(p);
+        if (roll < 45) {
+          p.record_failure();
+        } else if (roll < 95) {
+          p.record_success();
+        } else {
+          p.release();
+        }
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  pool.join();
+
+  BOOST_TEST(finished.load() == coroutines);
+  BOOST_TEST(over_limit.load() == 0);
+  BOOST_TEST(probes_seen.load() > 0, "the run went through half-open");
+  const auto m = b.metrics();
+  BOOST_TEST_MESSAGE("transitions " << m.transitions << ", probes " << probes_seen.load() << ", rejections "
+                                    << m.rejections);
+  BOOST_REQUIRE(changes.size() == m.transitions);
+  std::sort(changes.begin(), changes.end(), [](const auto& a, const auto& c) { return a.sequence < c.sequence; });
+  circuit_state state = circuit_state::closed;
+  for (std::size_t i = 0; i < changes.size(); ++i) {
+    BOOST_TEST(changes[i].sequence == i + 1, "each transition once, none missing");
+    BOOST_TEST((changes[i].from == state), "transition " << i + 1 << " starts where the last ended");
+    state = changes[i].to;
+  }
+  BOOST_TEST((state == m.state));
+  if (m.state == circuit_state::half_open) BOOST_TEST(m.probes_in_flight == 0u, "every permit came back");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
