@@ -442,14 +442,7 @@ inline void breaker_permit::release() noexcept {
 }
 
 // Default classifier: every failure counts, except a cancellation.
-struct breaker_any_failure {
-  static constexpr bool ignores_successes = true;
-
-  template <class T>
-  bool operator()(const outcome<T>& o) const noexcept {
-    return o.failed() && !o.cancelled();
-  }
-};
+using breaker_any_failure = any_failure;
 
 namespace detail {
 

@@ -25,8 +25,9 @@ namespace resilience {
 template <class C>
 concept ignores_successes = requires { requires C::ignores_successes; };
 
-// Default: any failure is transient, except a cancellation.
-struct retry_any_failure {
+// Any failure except a cancellation: retry's default for "transient" and
+// the circuit breaker's default for "counts as a failure".
+struct any_failure {
   static constexpr bool ignores_successes = true;
 
   template <class T>
@@ -34,6 +35,8 @@ struct retry_any_failure {
     return o.failed() && !o.cancelled();
   }
 };
+
+using retry_any_failure = any_failure;
 
 // Retries only the listed error codes (compared with ==, so an error
 // condition such as errc::connection_reset matches every category mapping to it).

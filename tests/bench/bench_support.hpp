@@ -48,6 +48,14 @@ void drive(benchmark::State& state, Body body, Run run) {
   run(io);
 }
 
+// For callgrind.sh's entry points: runs `loop(n)` to completion on a fresh
+// io_context, so instructions can be counted per call.
+inline void run_loop(boost::asio::awaitable<void> (*loop)(int), int n) {
+  boost::asio::io_context io;
+  boost::asio::co_spawn(io, loop(n), boost::asio::detached);
+  io.run();
+}
+
 template <class Body>
 void drive(benchmark::State& state, Body body) {
   drive(state, std::move(body), [](boost::asio::io_context& io) { io.run(); });

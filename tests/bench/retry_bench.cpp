@@ -21,6 +21,7 @@ using boost::system::error_code;
 namespace {
 
 using resilience::bench::drive;
+using resilience::bench::run_loop;
 using resilience::bench::trivial_op;
 
 int failure_phase = 0;
@@ -100,11 +101,6 @@ asio::awaitable<void> loop_co_retry(int n) {
 }
 asio::awaitable<void> loop_hand_written(int n) {
   for (int i = 0; i < n; ++i) co_await hand_written_retry_success(3);
-}
-void run_loop(asio::awaitable<void> (*loop)(int), int n) {
-  asio::io_context io;
-  asio::co_spawn(io, loop(n), asio::detached);
-  io.run();
 }
 extern "C" [[gnu::noinline]] void measure_bare(int n) { run_loop(loop_bare, n); }
 extern "C" [[gnu::noinline]] void measure_co_retry(int n) { run_loop(loop_co_retry, n); }

@@ -16,6 +16,7 @@ namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using namespace boost::asio::experimental::awaitable_operators;
 using resilience::bench::drive;
+using resilience::bench::run_loop;
 using resilience::bench::trivial_op;
 
 namespace {
@@ -76,11 +77,6 @@ asio::awaitable<void> loop_timeout(int n) {
 }
 asio::awaitable<void> loop_or(int n) {
   for (int i = 0; i < n; ++i) co_await or_idiom();
-}
-void run_loop(asio::awaitable<void> (*loop)(int), int n) {
-  asio::io_context io;
-  asio::co_spawn(io, loop(n), asio::detached);
-  io.run();
 }
 
 }  // namespace
