@@ -296,6 +296,27 @@ BOOST_AUTO_TEST_CASE(the_retry_never_sleeps_across_the_deadline) {
   BOOST_TEST((done.value->error() == asio::error::connection_reset));
 }
 
+BOOST_AUTO_TEST_CASE(a_deadline_around_timed_attempts_needs_no_timer_of_its_own) {
+  // Every attempt's timeout is clamped to the deadline, so one timer keeps
+  // both bounds; a nested pipeline hides its stages, so there the deadline
+  // keeps its own.
+  const auto flat = resilience::pipeline(deadline(1s), retry(), timeout(200ms));
+  completion<boost::system::result<int>> a;
+  spawn(io, flat(slow(50ms)), a);
+  clock.run_for(io, 10ms);
+  BOOST_TEST(clock.pending() == 2u, "the attempt timeout and the op's own wait");
+  clock.run(io);
+  BOOST_TEST(a.value->value() == 1);
+
+  const auto nested = resilience::pipeline(deadline(1s), resilience::pipeline(retry(), timeout(200ms)));
+  completion<boost::system::result<int>> b;
+  spawn(io, nested(slow(50ms)), b);
+  clock.run_for(io, 10ms);
+  BOOST_TEST(clock.pending() == 3u, "the deadline's timer too");
+  clock.run(io);
+  BOOST_TEST(b.value->value() == 1);
+}
+
 BOOST_AUTO_TEST_CASE(a_pipeline_built_at_run_time_behaves_the_same) {
   // Configuration decides the stages; the scenario is the static
   // a_deadline_passing_mid_attempt_is_deadline_exceeded one.

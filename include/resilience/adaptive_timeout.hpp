@@ -267,6 +267,11 @@ class latency_tracker {
 template <class Clock = steady_clock>
 class basic_adaptive_timeout {
  public:
+  // For pipeline(): this stage bounds the op it runs in time, and never waits
+  // past the context's deadline.
+  static constexpr bool bounds_op = true;
+  static constexpr bool respects_deadline = true;
+
   explicit basic_adaptive_timeout(latency_tracker tracker, Clock clock = {})
       : tracker_(std::move(tracker)), clock_(std::move(clock)) {}
 

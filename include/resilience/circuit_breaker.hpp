@@ -496,6 +496,9 @@ boost::asio::awaitable<T, Executor> breaker_call(Op op, breaker_core* core, Clas
 template <class Classifier = breaker_any_failure>
 class breaker_stage {
  public:
+  // For pipeline(): this stage never waits past the context's deadline.
+  static constexpr bool respects_deadline = true;
+
   breaker_stage(detail::breaker_core& core, Classifier c) : core_(&core), classifier_(std::move(c)) {}
 
   template <class Op>
@@ -517,6 +520,9 @@ class breaker_stage {
 template <resilience::clock Clock = steady_clock>
 class basic_circuit_breaker {
  public:
+  // For pipeline(): this stage never waits past the context's deadline.
+  static constexpr bool respects_deadline = true;
+
   using clock_type = Clock;
 
   explicit basic_circuit_breaker(breaker_options options = {}, Clock clock = {})

@@ -24,6 +24,7 @@
 
 #include <boost/asio/cancellation_type.hpp>
 
+#include <algorithm>
 #include <compare>
 #include <optional>
 #include <stdexcept>
@@ -67,6 +68,11 @@ class deadline {
 template <class Clock = steady_clock>
 class basic_deadline_stage {
  public:
+  // For pipeline(): this stage bounds the op it runs in time, and never waits
+  // past the context's deadline.
+  static constexpr bool bounds_op = true;
+  static constexpr bool respects_deadline = true;
+
   // Each call gets `budget` from when it starts.
   explicit basic_deadline_stage(duration budget, Clock clock = {}) : budget_(budget), clock_(std::move(clock)) {
     if (budget <= duration::zero()) throw std::invalid_argument("deadline_stage: budget must be positive");
@@ -98,7 +104,27 @@ class basic_deadline_stage {
     return run(std::move(op), parent);
   }
 
+  static constexpr bool can_run_tightened = true;
+
+  // Only tightens the context's deadline and runs op: no timer, no child.
+  // pipeline() uses this when every stage inside respects the deadline and
+  // the innermost one bounds the op itself (a timeout clamped to the
+  // deadline): the bound is then kept without a timer of its own.
+  template <class Op>
+  auto run_tightened(Op op, const context& parent = {}) const {
+    return tighten<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), parent, this);
+  }
+
  private:
+  template <class T, class Executor, class Op>
+  static boost::asio::awaitable<T, Executor> tighten(Op op, context ctx, const basic_deadline_stage* self) {
+    const time_point now = self->clock_.now();
+    ctx.deadline = std::min({ctx.deadline, self->absolute_.at(),
+                             self->budget_ ? saturating_add(now, *self->budget_) : time_point::max()});
+    if (now >= ctx.deadline) co_return outcome<T>::from_error(error::deadline_exceeded).get();
+    co_return co_await detail::invoke_op(op, ctx);
+  }
+
   std::optional<duration> budget_;
   deadline absolute_;
   [[no_unique_address]] Clock clock_;

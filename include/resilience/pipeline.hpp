@@ -20,6 +20,11 @@
 // reference, as is one passed as std::ref(stage): it must outlive the pipeline.
 // The pipeline itself must outlive the calls it makes.
 //
+// A deadline stage whose inner stages all keep to the deadline (retry,
+// timeouts, breakers, other deadlines) and whose innermost stage is a timeout
+// runs without a timer of its own: that timeout is clamped to the deadline on
+// every attempt, so the bound holds at the cost of one timer, not two.
+//
 // Mistakes that can be seen when the pipeline is built are rejected then with
 // std::invalid_argument: an attempt timeout longer than the budget of a
 // deadline stage outside it can never fire.
@@ -81,6 +86,13 @@ struct op_ref {
 };
 
 template <class S>
+concept bounds_op = requires { requires S::bounds_op; };
+template <class S>
+concept respects_deadline = requires { requires S::respects_deadline; };
+template <class S>
+concept tightens_deadline = requires { requires S::can_run_tightened; };
+
+template <class S>
 concept has_budget = requires(const S& s) {
   { s.budget() } -> std::same_as<std::optional<duration>>;
 };
@@ -119,6 +131,24 @@ class pipeline {
   static constexpr std::size_t size() noexcept { return sizeof...(Stored); }
 
  private:
+  template <std::size_t I>
+  using stage_t = std::remove_cvref_t<decltype(detail::unwrap_stage(std::get<I>(std::declval<const std::tuple<Stored...>&>())))>;
+
+  // True when the stages inside stage I all keep to the context's deadline
+  // and the innermost bounds the op in time: then a deadline stage at I needs
+  // no timer of its own, since every attempt's bound is clamped to it.
+  template <std::size_t I>
+  static constexpr bool inner_stages_keep_deadline() {
+    constexpr std::size_t last = sizeof...(Stored) - 1;
+    if constexpr (I >= last) {
+      return false;
+    } else {
+      return []<std::size_t... J>(std::index_sequence<J...>) {
+        return (detail::respects_deadline<stage_t<I + 1 + J>> && ...) && detail::bounds_op<stage_t<last>>;
+      }(std::make_index_sequence<last - I>{});
+    }
+  }
+
   template <std::size_t I, class Op>
   auto run_from(Op op, const context& ctx) const {
     if constexpr (I + 1 == sizeof...(Stored)) {
@@ -126,11 +156,14 @@ class pipeline {
     } else {
       // Stage I repeats or bounds this inner call; it keeps `inner` in its
       // own frame, so the reference handed further in stays valid.
-      return stage<I>().run(
-          [this, inner = std::move(op)](const context& c) mutable {
-            return this->template run_from<I + 1>(detail::op_ref<Op>{&inner}, c);
-          },
-          ctx);
+      auto inner = [this, inner = std::move(op)](const context& c) mutable {
+        return this->template run_from<I + 1>(detail::op_ref<Op>{&inner}, c);
+      };
+      if constexpr (detail::tightens_deadline<stage_t<I>> && inner_stages_keep_deadline<I>()) {
+        return stage<I>().run_tightened(std::move(inner), ctx);
+      } else {
+        return stage<I>().run(std::move(inner), ctx);
+      }
     }
   }
 

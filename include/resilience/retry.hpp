@@ -122,6 +122,9 @@ class basic_retry_policy {
 
   basic_retry_policy() = default;
 
+  // For pipeline(): no wait of this stage ends past the context's deadline.
+  static constexpr bool respects_deadline = true;
+
   // -- building (each returns a new policy; the old one is unchanged) --
 
   // Total calls of op, the first one included. At least 1.

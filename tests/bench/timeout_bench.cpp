@@ -2,6 +2,9 @@
 // idiom and a bare co_await, in one run.
 #include "bench_support.hpp"
 
+#include <resilience/deadline.hpp>
+#include <resilience/pipeline.hpp>
+#include <resilience/retry.hpp>
 #include <resilience/timeout.hpp>
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -59,6 +62,22 @@ void timeout_stage_suspending_op(benchmark::State& s) {
 void or_idiom_suspending_op(benchmark::State& s) {
   drive(s, [] { return or_idiom_suspending(); });
 }
+
+// The full pipeline of issue-sized services: a deadline around a retry
+// around an attempt timeout.
+const auto full_pipeline = resilience::pipeline(resilience::deadline_stage(5s),
+                                                resilience::retry_policy{}.max_attempts(3),
+                                                resilience::timeout(1s));
+void pipeline_success(benchmark::State& s) {
+  drive(s, [] { return full_pipeline([] { return trivial_op(); }); });
+}
+void pipeline_suspending_op(benchmark::State& s) {
+  drive(s, [] { return full_pipeline([] { return suspending_op(); }); });
+}
+BENCHMARK(pipeline_success);
+BENCHMARK(pipeline_suspending_op);
+const resilience::bench::ratio r5{"pipeline_success", "timeout_bare_co_await"};
+const resilience::bench::ratio r6{"pipeline_suspending_op", "suspending_bare_co_await"};
 
 BENCHMARK(timeout_bare_co_await);
 BENCHMARK(timeout_stage_success);
