@@ -4,6 +4,7 @@
 #include <resilience/pipeline.hpp>
 #include <resilience/retry.hpp>
 #include <resilience/testing/manual_clock.hpp>
+#include <resilience/timeout.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/post.hpp>
@@ -514,6 +515,42 @@ BOOST_AUTO_TEST_CASE(a_stage_of_a_pipeline) {
   BOOST_TEST(calls == 3, "the breaker opened after 3 failures; the 4th attempt never reached the op");
   BOOST_TEST((done.value->error() == resilience::error::circuit_open));
   BOOST_TEST(name(b.state()) == "open");
+}
+
+BOOST_FIXTURE_TEST_CASE(retry_waits_out_the_breaker_around_timed_attempts, fixture) {
+  // pipeline(retry, breaker, attempt timeout): three attempts time out and
+  // open the breaker at 500 ms; the fourth is rejected at once, and the retry
+  // waits out the break instead of its own backoff; the probe at 1500 ms
+  // succeeds, the dependency having recovered at 1 s.
+  breaker b(options(), clock);
+  const auto call = resilience::pipeline(resilience::retry_policy{}
+                                             .max_attempts(6)
+                                             .backoff(resilience::backoff::constant(100ms))
+                                             .wait_out_open_circuit(b)
+                                             .clock(clock),
+                                         b, resilience::timeout(100ms).clock(clock));
+  int calls = 0;
+  auto answer_after = [&](duration work) {
+    return [&, work]() -> asio::awaitable<result> {
+      auto t = clock.make_timer(co_await asio::this_coro::executor);
+      t.expires_after(work);
+      auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+      if (ec) co_return ec;
+      co_return 7;
+    };
+  };
+  auto down = answer_after(1h), up = answer_after(10ms);  // named: their coroutines refer to them
+  completion<result> done;
+  spawn(io, call([&] {
+          ++calls;
+          return clock.now() < time_point(1s) ? down() : up();
+        }),
+        done);
+  clock.run(io);
+  BOOST_TEST(done.value->value() == 7);
+  BOOST_TEST(calls == 4, "the rejected attempt never reached the op");
+  BOOST_TEST((clock.now() == time_point(1510ms)));
+  BOOST_TEST(transitions() == "closed>open open>half_open");
 }
 
 // Half-open with one probe, then one call that ends in the given way.
