@@ -8,9 +8,10 @@
 // so nothing outlives it. Asio offers no public way to cancel an op running
 // in the caller's own thread of execution from a timer, hence the child.
 //
-// The timer's handler runs on the caller's executor. On a multi-threaded
-// io_context that executor must be a strand, as for any Asio object shared
-// between handlers.
+// The timer is armed only if the op is still running once co_spawn has run
+// it up to its first suspension. Its handler runs on the caller's executor;
+// on a multi-threaded io_context that executor must be a strand, as for any
+// Asio object shared between handlers.
 #pragma once
 
 #include <resilience/context.hpp>
@@ -19,7 +20,6 @@
 #include <resilience/outcome.hpp>
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/async_result.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
