@@ -31,7 +31,7 @@ asio::any_io_executor unstranded(const asio::any_io_executor& ex) {
 }  // namespace
 
 timer_queue::timer_queue(asio::execution_context& context)
-    : asio::execution_context::service(context), context_(context) {}
+    : asio::execution_context::service(context) {}
 
 namespace {
 

@@ -88,6 +88,7 @@ boost::asio::awaitable<spawned_t<T>, Executor> run_and_flag(boost::asio::awaitab
 }
 
 struct forward_cancellation {
+  explicit forward_cancellation(boost::asio::cancellation_signal* target) noexcept : to(target) {}
   boost::asio::cancellation_signal* to;
   void operator()(boost::asio::cancellation_type type) { to->emit(type); }
 };

@@ -56,7 +56,6 @@ class timer_queue final : public boost::asio::execution_context::service {
   void on_timer();
   void disarm_if_idle();
 
-  boost::asio::execution_context& context_;
   std::mutex mutex_;
   timer_node* head_ = nullptr;
   timer_node* tail_ = nullptr;
