@@ -150,6 +150,25 @@ BOOST_AUTO_TEST_CASE(an_op_that_ignores_cancellation_is_waited_for) {
   BOOST_TEST(finished == 2);
 }
 
+BOOST_AUTO_TEST_CASE(on_timeout_reports_each_expiry_once_after_the_op_finished) {
+  std::vector<resilience::expiry_event> events;
+  int finished_when_reported = -1;
+  const auto t = timeout(100ms).on_timeout([&](const resilience::expiry_event& e) {
+    events.push_back(e);
+    finished_when_reported = finished;
+  });
+  completion<boost::system::result<int>> late, early;
+  spawn(io, t(slow(1s)), late);
+  spawn(io, t(slow(10ms)), early);
+  clock.run(io);
+  BOOST_REQUIRE(events.size() == 1u);
+  BOOST_TEST((events[0].reason == timeout_error));
+  BOOST_TEST((events[0].at == time_point(100ms)));
+  BOOST_TEST(events[0].attempt == 1u);
+  BOOST_TEST(finished_when_reported == 2, "reported after the overrunning op was waited for");
+  BOOST_TEST(early.value->value() == 1);
+}
+
 BOOST_AUTO_TEST_CASE(bad_timeouts_are_rejected) {
   BOOST_CHECK_THROW(resilience::timeout(0ms), std::invalid_argument);
   BOOST_CHECK_THROW(resilience::timeout(-1s), std::invalid_argument);
@@ -208,6 +227,17 @@ BOOST_AUTO_TEST_CASE(an_absolute_deadline_from_an_inbound_request) {
   clock.run(io);
   BOOST_TEST((done.value->error() == deadline_error));
   BOOST_TEST((now() == 500ms));
+}
+
+BOOST_AUTO_TEST_CASE(on_deadline_reports_the_deadline_passing) {
+  std::vector<resilience::expiry_event> events;
+  const auto stage = deadline(300ms).on_deadline([&](const auto& e) { events.push_back(e); });
+  completion<boost::system::result<int>> done;
+  spawn(io, stage(slow(1s)), done);
+  clock.run(io);
+  BOOST_REQUIRE(events.size() == 1u);
+  BOOST_TEST((events[0].reason == deadline_error));
+  BOOST_TEST((events[0].at == time_point(300ms)));
 }
 
 BOOST_AUTO_TEST_CASE(an_expired_deadline_does_not_call_the_op) {

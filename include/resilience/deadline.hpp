@@ -82,7 +82,18 @@ class basic_deadline_stage {
 
   template <resilience::clock K>
   basic_deadline_stage<K> clock(K k) const {
-    return budget_ ? basic_deadline_stage<K>(*budget_, std::move(k)) : basic_deadline_stage<K>(absolute_, std::move(k));
+    return (budget_ ? basic_deadline_stage<K>(*budget_, std::move(k)) : basic_deadline_stage<K>(absolute_, std::move(k)))
+        .on_deadline(on_deadline_);
+  }
+
+  // Called once for each call this stage's own timer ended (see
+  // expiry_event). In a pipeline that keeps the deadline without a timer of
+  // its own, the attempt timeout inside reports it instead, with reason
+  // deadline_exceeded.
+  basic_deadline_stage on_deadline(expiry_hook hook) const {
+    auto d = *this;
+    d.on_deadline_ = std::move(hook);
+    return d;
   }
 
   // The relative budget, if the stage has one: pipelines check attempt
@@ -96,7 +107,7 @@ class basic_deadline_stage {
     parent.deadline = std::min(parent.deadline, absolute_.at());
     return detail::run_bounded<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
         std::move(op), parent, &clock_, budget_.value_or(duration::max()), boost::asio::cancellation_type::terminal,
-        error::deadline_exceeded);
+        error::deadline_exceeded, &on_deadline_);
   }
 
   template <class Op>
@@ -127,6 +138,7 @@ class basic_deadline_stage {
 
   std::optional<duration> budget_;
   deadline absolute_;
+  expiry_hook on_deadline_;
   [[no_unique_address]] Clock clock_;
 };
 

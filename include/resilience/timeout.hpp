@@ -59,7 +59,15 @@ class basic_timeout {
 
   template <resilience::clock K>
   basic_timeout<K> clock(K k) const {
-    return basic_timeout<K>(limit_, std::move(k)).cancellation(type_);
+    return basic_timeout<K>(limit_, std::move(k)).cancellation(type_).on_timeout(on_timeout_);
+  }
+
+  // Called once for each call the bound ended (see expiry_event). With a
+  // shared stage it may run on several threads at once.
+  basic_timeout on_timeout(expiry_hook hook) const {
+    auto t = *this;
+    t.on_timeout_ = std::move(hook);
+    return t;
   }
 
   duration limit() const noexcept { return limit_; }
@@ -69,8 +77,8 @@ class basic_timeout {
   // The stage interface.
   template <class Op>
   auto run(Op op, const context& parent = {}) const {
-    return detail::run_bounded<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), parent, &clock_,
-                                                                                 limit_, type_);
+    return detail::run_bounded<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
+        std::move(op), parent, &clock_, limit_, type_, error::timeout, &on_timeout_);
   }
 
   template <class Op>
@@ -81,6 +89,7 @@ class basic_timeout {
  private:
   duration limit_;
   boost::asio::cancellation_type type_ = boost::asio::cancellation_type::terminal;
+  expiry_hook on_timeout_;
   [[no_unique_address]] Clock clock_;
 };
 

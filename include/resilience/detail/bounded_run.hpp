@@ -29,9 +29,26 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <cstdint>
+#include <functional>
 #include <optional>
 #include <type_traits>
 #include <utility>
+
+namespace resilience {
+
+// What a timeout or deadline stage reports when its bound ends a call: the
+// error it ends with (timeout or deadline_exceeded), when the bound passed,
+// and the attempt number the context carried. Reported on the caller's
+// executor once the op that overran has finished.
+struct expiry_event {
+  error_code reason;
+  time_point at;
+  std::uint32_t attempt;
+};
+using expiry_hook = std::function<void(const expiry_event&)>;
+
+}  // namespace resilience
 
 namespace resilience::detail {
 
@@ -139,7 +156,8 @@ inline constexpr bool uses_timer_queue =
 template <class T, class Executor, class Op, class Clock>
 boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, const Clock* clock, duration limit,
                                                 boost::asio::cancellation_type type,
-                                                error own_reason = error::timeout) {
+                                                error own_reason = error::timeout,
+                                                const expiry_hook* on_expiry = nullptr) {
   namespace asio = boost::asio;
   const auto caller = co_await asio::this_coro::cancellation_state;
   if (caller.cancelled() != asio::cancellation_type::none)
@@ -224,6 +242,7 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, const Clock*
       co_return std::move(std::get<1>(finished));
     }
   }
+  if (join.fired && on_expiry && *on_expiry) (*on_expiry)(expiry_event{reason, fire_at, ctx.attempt});
   std::optional<outcome<T>> result;
   if (error) {
     result.emplace(outcome<T>::from_exception(error));
