@@ -321,26 +321,26 @@ bool breaker_core::transition(std::uint64_t expected, circuit_state to, time_poi
                               std::uint32_t in_flight) noexcept {
   const circuit_state from = state_of(expected);
   const std::uint32_t epoch = (epoch_of(expected) + 1) & epoch_mask;
-  // The deadline goes out before the state, so whoever sees the new state
-  // finds its deadline. Candidates that lose the race publish nothing that
-  // matters: the first publication for an epoch stands.
-  duration open_for{};
+  const duration open_for =
+      to == circuit_state::open ? options_.open_duration(openings_.load(std::memory_order_relaxed) + 1) : duration{};
+  if (!word_.compare_exchange_strong(expected, make_word(to, epoch, in_flight), std::memory_order_acq_rel,
+                                     std::memory_order_acquire))
+    return false;
+
+  // Won: the side effects of this transition happen here, once. Only the
+  // winner publishes the period's deadline: a loser's would be tagged with an
+  // epoch the breaker never entered, and could block the real one. Readers
+  // that see the new state a moment before its deadline treat the period as
+  // just begun.
   if (to == circuit_state::open) {
-    open_for = options_.open_duration(openings_.load(std::memory_order_relaxed) + 1);
     publish(epoch, saturating_add(now, open_for));
   } else if (to == circuit_state::half_open) {
     publish(epoch, saturating_add(now, options_.half_open_limit()));
   } else if (to == circuit_state::isolated) {
     publish(epoch, time_point::max());
   }
-  if (!word_.compare_exchange_strong(expected, make_word(to, epoch, in_flight), std::memory_order_acq_rel,
-                                     std::memory_order_acquire))
-    return false;
-
-  // Won: the side effects of this transition happen here, once.
   if (to == circuit_state::open) {
     openings_.fetch_add(1, std::memory_order_relaxed);
-    if (const auto d = deadline(epoch); d && *d != time_point::max()) open_for = std::max(*d - now, duration::zero());
   } else if (to == circuit_state::closed || to == circuit_state::metrics_only) {
     if (to == circuit_state::closed || from != circuit_state::closed) clear_window();
     openings_.store(0, std::memory_order_relaxed);

@@ -93,25 +93,36 @@ bool timer_queue::remove(timer_node& node) noexcept {
 void timer_queue::disarm_if_idle() {
   std::lock_guard lock(mutex_);
   disarm_posted_ = false;
-  if (head_ || armed_at_ == time_point::max() || !timer_) return;
+  if (head_ || !timer_) return;
+  // Cancel whatever armed_at_ says: a stale expiry may have reset it while a
+  // newer wait is still pending.
   armed_at_ = time_point::max();
+  ++arming_;
   timer_->cancel();
 }
 
 void timer_queue::arm_locked(time_point at) {
   if (shut_down_) return;
-  if (!timer_) timer_.emplace(unstranded(*head_->executor));
+  // Untracked: the timer must never hold the context's work by itself (an
+  // empty queue would keep run() from returning), whatever executor the
+  // first caller happened to use.
+  if (!timer_)
+    timer_.emplace(asio::prefer(unstranded(*head_->executor), asio::execution::outstanding_work.untracked));
   armed_at_ = at;
+  const std::uint64_t arming = ++arming_;
   timer_->expires_at(at);
-  timer_->async_wait([this](const boost::system::error_code& ec) {
-    if (ec != asio::error::operation_aborted) on_timer();
+  timer_->async_wait([this, arming](const boost::system::error_code& ec) {
+    if (ec != asio::error::operation_aborted) on_timer(arming);
   });
 }
 
-void timer_queue::on_timer() {
+void timer_queue::on_timer(std::uint64_t arming) {
   std::vector<timer_node*> due;
   {
     std::lock_guard lock(mutex_);
+    // An expiry that completed just before a re-arm or a disarm belongs to
+    // an arming that is no longer current: the current one will do the work.
+    if (arming != arming_) return;
     armed_at_ = time_point::max();
     const time_point now = std::chrono::steady_clock::now();
     while (head_ && head_->fire_at <= now) {

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -551,6 +552,37 @@ BOOST_FIXTURE_TEST_CASE(retry_waits_out_the_breaker_around_timed_attempts, fixtu
   BOOST_TEST(calls == 4, "the rejected attempt never reached the op");
   BOOST_TEST((clock.now() == time_point(1510ms)));
   BOOST_TEST(transitions() == "closed>open open>half_open");
+}
+
+BOOST_FIXTURE_TEST_CASE(a_transition_that_loses_its_race_publishes_nothing, fixture) {
+  // Replays a race: a probe is released between the moment a transition
+  // computes its period and its compare-and-swap, which then fails. The
+  // open-duration generator runs at exactly that point, so it stands in for
+  // the other thread. The half-open limit must still reopen the breaker.
+  std::optional<resilience::breaker_permit> racing;
+  breaker b{breaker_options{}
+                .consecutive_failures(1)
+                .half_open_permits(1)
+                .half_open_limit(30s)
+                .open_duration([&](std::uint32_t) {
+                  if (racing) {
+                    racing->release();
+                    racing.reset();
+                  }
+                  return duration(10s);
+                }),
+            clock};
+  fail(b);
+  clock.advance(10s);
+  racing.emplace(b.try_acquire());  // open -> half-open; this call is the probe
+  BOOST_REQUIRE(racing->is_probe());
+  clock.advance(31s);  // past the half-open limit
+  auto late = b.try_acquire();
+  BOOST_TEST(!late, "past the half-open limit the breaker reopens and rejects");
+  BOOST_TEST(name(b.state()) == "open");
+  clock.advance(10s);
+  auto probe = b.try_acquire();
+  BOOST_TEST(probe.is_probe(), "and after the new break a probe goes through again");
 }
 
 // Half-open with one probe, then one call that ends in the given way.

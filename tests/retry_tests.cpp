@@ -312,6 +312,18 @@ BOOST_AUTO_TEST_CASE(an_open_circuit_can_be_waited_out) {
              "the breaker's time left instead of the backoff; the backoff still counts retries");
 }
 
+BOOST_AUTO_TEST_CASE(a_breaker_held_open_is_not_waited_for) {
+  // An isolated breaker reports no end to its break: waiting would never end.
+  const error_code open = resilience::error::circuit_open;
+  const stub_breaker isolated{duration::max()};
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing({open, open}), policy().wait_out_open_circuit(isolated)), done);
+  clock.run(io);
+  BOOST_TEST(calls() == 1);
+  BOOST_TEST((done.value->error() == open));
+  BOOST_TEST((clock.now() == time_point{}));
+}
+
 BOOST_AUTO_TEST_CASE(with_no_time_left_the_policy_delay_stands) {
   const error_code open = resilience::error::circuit_open;
   const stub_breaker half_open_and_busy{0s};

@@ -489,6 +489,56 @@ BOOST_AUTO_TEST_CASE(run_returns_once_suspending_calls_are_done) {
   BOOST_TEST(answers == 10);
 }
 
+BOOST_AUTO_TEST_CASE(a_tracked_first_executor_does_not_keep_the_context_busy) {
+  // The queue's own timer comes from the first caller's executor; if that
+  // one tracks work, the timer must not inherit it, or run() never returns.
+  asio::io_context io;
+  asio::any_io_executor tracked = asio::prefer(io.get_executor(), asio::execution::outstanding_work.tracked);
+  bool done = false;
+  asio::co_spawn(
+      tracked,
+      [&]() -> asio::awaitable<void> {
+        co_await resilience::timeout(std::chrono::hours(1))(
+            []() -> asio::awaitable<void> { co_await asio::post(asio::use_awaitable); });
+        done = true;
+      },
+      asio::detached);
+  tracked = asio::any_io_executor();
+  io.run_for(std::chrono::seconds(30));  // returns at once when out of work
+  BOOST_TEST(done);
+  BOOST_TEST(io.stopped(), "run_for ended because the work ran out, not because its time did");
+}
+
+BOOST_AUTO_TEST_CASE(destroying_a_context_with_calls_pending_leaves_no_dangling_node) {
+  // Frames destroyed by a shutting-down service must take their node out of
+  // the queue, which shuts down after them. ASan checks the rest.
+  {
+    asio::io_context io;
+    asio::co_spawn(io, resilience::timeout(1s)([]() -> asio::awaitable<void> { co_await asio::post(asio::use_awaitable); }),
+                   asio::detached);
+    io.run();  // creates the queue before the strand service below
+    io.restart();
+    asio::co_spawn(asio::make_strand(io), resilience::timeout(5s)([]() -> asio::awaitable<void> {
+                     asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::hours(1));
+                     co_await t.async_wait(asio::use_awaitable);
+                   }),
+                   asio::detached);
+    io.poll();  // the call is now pending, its bound armed
+  }
+  BOOST_TEST(true, "the context was destroyed with the call pending");
+}
+
+// A coroutine on a concrete executor type, not any_io_executor.
+asio::awaitable<int, asio::io_context::executor_type> concrete_op() { co_return 5; }
+
+BOOST_AUTO_TEST_CASE(stages_accept_awaitables_of_any_executor_type) {
+  asio::io_context io;
+  int value = 0;
+  asio::co_spawn(io, resilience::timeout(1s)([] { return concrete_op(); }), [&](std::exception_ptr, int v) { value = v; });
+  io.run();
+  BOOST_TEST(value == 5);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(timeout_concurrency)

@@ -151,7 +151,10 @@ class basic_retry_policy {
     return p;
   }
 
-  // The longest the whole call may take, waits included. Must be positive.
+  // Bounds the waits: no wait starts that would end more than `limit` after
+  // the call began (co_retry gives up with the last outcome instead). An
+  // attempt in progress is not interrupted: put a timeout or deadline stage
+  // around or inside the retry for that. Must be positive.
   basic_retry_policy time_limit(duration limit) const {
     if (limit <= duration::zero()) throw std::invalid_argument("retry_policy: time_limit must be positive");
     auto p = *this;
@@ -319,8 +322,11 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
     delay next = delays.next(policy.random());
     if (policy.waits_out_open_circuit() && last->error() == error::circuit_open) {
       // The breaker knows when it will let a probe through; with no time
-      // left (half-open, probes all taken) the policy's own delay stands.
-      if (const duration left = policy.open_circuit_time_left(); left > duration::zero()) next = {left, left};
+      // left (half-open, probes all taken) the policy's own delay stands. A
+      // breaker held open (isolated) will not say: waiting is pointless.
+      const duration left = policy.open_circuit_time_left();
+      if (left == duration::max()) break;
+      if (left > duration::zero()) next = {left, left};
     }
     if (give_up_at != time_point::max()) {
       const time_point now = policy.clock().now();

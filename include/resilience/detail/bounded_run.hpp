@@ -114,6 +114,17 @@ struct forward_cancellation {
 // timer's side runs on the caller's executor, so the two never overlap.
 template <class Executor>
 struct bound_join : timer_node {
+  bound_join() = default;
+  bound_join(const bound_join&) = delete;
+  bound_join& operator=(const bound_join&) = delete;
+  // Normally the node is out of the queue long before this. But when an
+  // io_context is destroyed with calls pending, their frames are destroyed
+  // without resuming: the node must not stay linked in a queue that outlives it.
+  ~bound_join() {
+    if (queue) queue->remove(*this);
+  }
+
+  timer_queue* queue = nullptr;
   using waiter_type =
       typename boost::asio::async_result<boost::asio::use_awaitable_t<Executor>, void()>::handler_type;
 
@@ -145,7 +156,7 @@ struct bound_join : timer_node {
 // clocks (manual_clock in tests) get a timer of their own per call.
 template <class Clock, class Executor>
 inline constexpr bool uses_timer_queue =
-    std::is_same_v<Clock, steady_clock> && std::is_convertible_v<Executor, boost::asio::any_io_executor>;
+    std::is_same_v<Clock, steady_clock> && std::is_same_v<Executor, boost::asio::any_io_executor>;
 
 // Runs op(ctx) for at most `limit` from now and never past ctx.deadline. If
 // the bound passes first, the op is cancelled with `type` and waited for; a
@@ -176,15 +187,14 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, const Clock*
   bound_join<Executor> join;
   join.type = type;
   std::optional<decltype(clock->make_timer(executor))> timer;
-  timer_queue* queue = nullptr;
   bool op_ended = false;
   const auto arm = [&] {
     if constexpr (uses_timer_queue<Clock, Executor>) {
       join.fire_at = fire_at;
       join.fire = &bound_join<Executor>::fire_node;
       join.executor = &executor;
-      queue = &timer_queue::of(executor);
-      queue->add(join);
+      join.queue = &timer_queue::of(executor);
+      join.queue->add(join);
     } else {
       timer.emplace(clock->make_timer(executor));
       timer->expires_at(fire_at);
@@ -214,12 +224,13 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, const Clock*
   // refers to this frame. Asio would throw from this co_await if the caller
   // was cancelled; the wait is mandatory, so switch that off around it.
   bool timer_side_pending = false;
-  if (queue) {
-    timer_side_pending = !queue->remove(join) && !join.timer_done;
+  if (join.queue) {
+    timer_side_pending = !join.queue->remove(join) && !join.timer_done;
   } else if (timer) {
     timer->cancel();
     timer_side_pending = !join.timer_done;
   }
+  join.queue = nullptr;  // out of the queue either way now: nothing for the destructor to do
   if (timer_side_pending) {
     const bool throws = co_await asio::this_coro::throw_if_cancelled();
     co_await asio::this_coro::throw_if_cancelled(false);

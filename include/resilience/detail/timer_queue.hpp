@@ -21,6 +21,7 @@
 #include <boost/asio/execution_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <cstdint>
 #include <mutex>
 #include <optional>
 
@@ -53,13 +54,14 @@ class timer_queue final : public boost::asio::execution_context::service {
  private:
   void shutdown() override;
   void arm_locked(time_point at);  // the mutex is held
-  void on_timer();
+  void on_timer(std::uint64_t arming);
   void disarm_if_idle();
 
   std::mutex mutex_;
   timer_node* head_ = nullptr;
   timer_node* tail_ = nullptr;
   time_point armed_at_ = time_point::max();
+  std::uint64_t arming_ = 0;  // which arming of the timer is current
   std::optional<boost::asio::steady_timer> timer_;
   bool disarm_posted_ = false;
   bool shut_down_ = false;
