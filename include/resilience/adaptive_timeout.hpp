@@ -277,10 +277,8 @@ class basic_adaptive_timeout {
 
   // How the op is cancelled when time runs out, as for basic_timeout.
   basic_adaptive_timeout cancellation(boost::asio::cancellation_type type) const {
-    if (type == boost::asio::cancellation_type::none)
-      throw std::invalid_argument("adaptive_timeout: cancellation type must not be none");
     auto t = *this;
-    t.type_ = type;
+    t.type_ = detail::checked_cancellation(type, "adaptive_timeout");
     return t;
   }
 

@@ -222,10 +222,7 @@ class basic_retry_policy {
   // The stage interface: run op under this policy inside a parent context.
   template <class Op>
   auto run(Op op, const context& parent = {}) const {
-    using A = detail::op_awaitable_t<Op>;
-    using T = typename detail::awaitable_parts<A>::value_type;
-    using E = typename detail::awaitable_parts<A>::executor_type;
-    return detail::retry_loop<T, E>(std::move(op), this, parent);
+    return detail::retry_loop<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), this, parent);
   }
 
   bool waits_out_open_circuit() const noexcept { return open_circuit_.breaker != nullptr; }
@@ -275,9 +272,8 @@ using retry_policy = basic_retry_policy<>;
 template <class Op, class Policy = const retry_policy&>
 auto co_retry(Op op, Policy&& policy = retry_policy{}, const context& parent = {}) {
   using P = std::remove_cvref_t<Policy>;
-  using A = detail::op_awaitable_t<Op>;
-  using T = typename detail::awaitable_parts<A>::value_type;
-  using E = typename detail::awaitable_parts<A>::executor_type;
+  using T = detail::op_value_t<Op>;
+  using E = detail::op_executor_t<Op>;
   if constexpr (std::is_lvalue_reference_v<Policy>) {
     return detail::retry_loop<T, E>(std::move(op), static_cast<const P*>(&policy), parent);
   } else {
@@ -291,8 +287,9 @@ namespace detail {
 // always ends it, whatever the classifier says.
 template <class Policy, class T>
 [[gnu::always_inline]] inline bool is_final(const Policy& policy, const outcome<T>& o) {
-  if (o.cancelled()) return true;
-  if (o.error() == error::circuit_open) return !policy.waits_out_open_circuit();
+  const error_code ec = o.error();
+  if (is_cancellation(ec)) return true;
+  if (ec == error::circuit_open) return !policy.waits_out_open_circuit();
   return !policy.classifier()(o);
 }
 

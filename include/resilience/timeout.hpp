@@ -50,10 +50,8 @@ class basic_timeout {
   // How the op is cancelled when time runs out. Terminal by default; an op
   // must opt in to see partial or total cancellation (its coroutine's filter).
   basic_timeout cancellation(boost::asio::cancellation_type type) const {
-    if (type == boost::asio::cancellation_type::none)
-      throw std::invalid_argument("timeout: cancellation type must not be none");
     auto t = *this;
-    t.type_ = type;
+    t.type_ = detail::checked_cancellation(type, "timeout");
     return t;
   }
 

@@ -32,6 +32,8 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -102,6 +104,14 @@ boost::asio::awaitable<spawned_t<T>, Executor> run_and_flag(boost::asio::awaitab
     ~flag_on_exit() { *ended = true; }
   } guard{ended};
   co_return co_await std::move(op);
+}
+
+// The cancellation type a bounding stage uses when time runs out; `stage`
+// names the stage in the error.
+inline boost::asio::cancellation_type checked_cancellation(boost::asio::cancellation_type type, const char* stage) {
+  if (type == boost::asio::cancellation_type::none)
+    throw std::invalid_argument(std::string(stage) + ": cancellation type must not be none");
+  return type;
 }
 
 struct forward_cancellation {
