@@ -220,9 +220,16 @@ class basic_retry_policy {
   // -- running --
 
   // The stage interface: run op under this policy inside a parent context.
+  // The awaitable refers to this policy, which must outlive it; a temporary
+  // policy is moved into the call instead.
   template <class Op>
-  auto run(Op op, const context& parent = {}) const {
+  auto run(Op op, const context& parent = {}) const& {
     return detail::retry_loop<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), this, parent);
+  }
+  template <class Op>
+  auto run(Op op, const context& parent = {}) && {
+    return detail::retry_loop<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), std::move(*this),
+                                                                                 parent);
   }
 
   bool waits_out_open_circuit() const noexcept { return open_circuit_.breaker != nullptr; }
@@ -268,9 +275,16 @@ class basic_retry_policy {
 
 using retry_policy = basic_retry_policy<>;
 
+// Runs op under the default policy, which the call owns.
+template <class Op>
+auto co_retry(Op op) {
+  return detail::retry_loop<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), retry_policy{},
+                                                                               context{});
+}
+
 // Runs op under policy. See the top of this header.
-template <class Op, class Policy = const retry_policy&>
-auto co_retry(Op op, Policy&& policy = retry_policy{}, const context& parent = {}) {
+template <class Op, class Policy>
+auto co_retry(Op op, Policy&& policy, const context& parent = {}) {
   using P = std::remove_cvref_t<Policy>;
   using T = detail::op_value_t<Op>;
   using E = detail::op_executor_t<Op>;
@@ -292,6 +306,20 @@ template <class Policy, class T>
   if (ec == error::circuit_open) return !policy.waits_out_open_circuit();
   return !policy.classifier()(o);
 }
+
+// Asio 1.81's co_spawn posts once at the end of a coroutine that never
+// suspended, and that post throws out of io_context::run when the coroutine
+// was cancelled meanwhile (say, by a hook or the op emitting the caller's
+// signal). A call that ends as a cancellation therefore yields once first,
+// with throwing switched off. Only on the cancellation path.
+#define RESILIENCE_SETTLE_CANCELLATION(Executor)                                                   \
+  do {                                                                                             \
+    const bool resilience_throws = co_await boost::asio::this_coro::throw_if_cancelled();          \
+    co_await boost::asio::this_coro::throw_if_cancelled(false);                                    \
+    co_await boost::asio::post(co_await boost::asio::this_coro::executor,                          \
+                               boost::asio::use_awaitable_t<Executor>{});                          \
+    co_await boost::asio::this_coro::throw_if_cancelled(resilience_throws);                        \
+  } while (false)
 
 // Everything after a transient failure: waits and further attempts. A
 // coroutine of its own so that the success path's frame stays small.
@@ -333,6 +361,11 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
       }
     }
     policy.notify_retry(retry_event<T>{ctx.attempt, options.max_attempts, *last, next.nominal, next.actual});
+    // A hook may have cancelled the call itself.
+    if (cancelled()) {
+      aborted = true;
+      break;
+    }
 
     if (next.actual == duration::zero()) {
       co_await asio::post(executor, asio::use_awaitable_t<Executor>{});
@@ -360,7 +393,10 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
     if (is_final(policy, *last)) break;
   }
 
-  if (aborted && !last->cancelled()) last.emplace(outcome<T>::from_error(asio::error::operation_aborted));
+  if (aborted) {
+    if (!last->cancelled()) last.emplace(outcome<T>::from_error(asio::error::operation_aborted));
+    RESILIENCE_SETTLE_CANCELLATION(Executor);
+  }
   co_return std::move(*last).get();
 }
 
@@ -407,6 +443,7 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
   }
   if (is_final(policy, *first)) co_return std::move(*first).get();
   if (cancellation.cancelled() != asio::cancellation_type::none) {
+    RESILIENCE_SETTLE_CANCELLATION(Executor);  // the op, or a hook inside it, cancelled the call
     if (first->cancelled()) co_return std::move(*first).get();
     co_return aborted();
   }
@@ -415,3 +452,4 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
 
 }  // namespace detail
 }  // namespace resilience
+#undef RESILIENCE_SETTLE_CANCELLATION

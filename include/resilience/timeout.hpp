@@ -72,16 +72,25 @@ class basic_timeout {
   boost::asio::cancellation_type cancellation_type() const noexcept { return type_; }
   const Clock& clock() const noexcept { return clock_; }
 
-  // The stage interface.
+  // The stage interface. The awaitable refers to this stage, which must
+  // outlive it; a temporary stage is moved into the call instead.
   template <class Op>
-  auto run(Op op, const context& parent = {}) const {
+  auto run(Op op, const context& parent = {}) const& {
     return detail::run_bounded<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
         std::move(op), parent, &clock_, limit_, type_, error::timeout, &on_timeout_);
   }
+  template <class Op>
+  auto run(Op op, const context& parent = {}) && {
+    return detail::run_owning(std::move(*this), std::move(op), parent);
+  }
 
   template <class Op>
-  auto operator()(Op op, const context& parent = {}) const {
+  auto operator()(Op op, const context& parent = {}) const& {
     return run(std::move(op), parent);
+  }
+  template <class Op>
+  auto operator()(Op op, const context& parent = {}) && {
+    return std::move(*this).run(std::move(op), parent);
   }
 
  private:

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <resilience/context.hpp>
+#include <resilience/detail/parked_joins.hpp>
 #include <resilience/detail/timer_queue.hpp>
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
@@ -79,6 +80,18 @@ using op_value_t = typename awaitable_parts<op_awaitable_t<Op>>::value_type;
 template <class Op>
 using op_executor_t = typename awaitable_parts<op_awaitable_t<Op>>::executor_type;
 
+// Runs op through a stage that this frame owns: what an rvalue stage's run
+// returns, so that the awaitable never refers to a temporary that is gone.
+template <class T, class Executor, class Stage, class Op>
+boost::asio::awaitable<T, Executor> run_owned(Stage stage, Op op, context ctx) {
+  co_return co_await stage.run(std::move(op), ctx);
+}
+
+template <class Stage, class Op>
+auto run_owning(Stage&& stage, Op op, const context& ctx) {
+  return run_owned<op_value_t<Op>, op_executor_t<Op>>(std::move(stage), std::move(op), ctx);
+}
+
 // co_spawn hands back T() with an exception, so a T that cannot be default
 // constructed travels in an optional.
 template <class T>
@@ -123,7 +136,7 @@ struct forward_cancellation {
 // What the op's side and the timer's side of one bounded call share. The
 // timer's side runs on the caller's executor, so the two never overlap.
 template <class Executor>
-struct bound_join : timer_node {
+struct bound_join : timer_node, parked_join {
   bound_join() = default;
   bound_join(const bound_join&) = delete;
   bound_join& operator=(const bound_join&) = delete;
@@ -132,9 +145,11 @@ struct bound_join : timer_node {
   // without resuming: the node must not stay linked in a queue that outlives it.
   ~bound_join() {
     if (queue) queue->remove(*this);
+    if (parked_in) parked_in->unpark(*this);
   }
 
   timer_queue* queue = nullptr;
+  parked_joins* parked_in = nullptr;  // set while the waiter is parked
   using waiter_type =
       typename boost::asio::async_result<boost::asio::use_awaitable_t<Executor>, void()>::handler_type;
 
@@ -153,6 +168,8 @@ struct bound_join : timer_node {
     }
     timer_done = true;
     if (waiter) {
+      parked_in->unpark(*this);
+      parked_in = nullptr;
       auto resume = std::move(*waiter);
       waiter.reset();
       std::move(resume)();  // may end the frame that holds *this: touch nothing after
@@ -160,6 +177,16 @@ struct bound_join : timer_node {
   }
 
   static void fire_node(timer_node* node) { static_cast<bound_join*>(node)->timer_finished(true); }
+
+  // The context is shutting down with the timer's handler never to run: let
+  // the parked continuation go, which frees the frame that holds *this.
+  static void drop_waiter(parked_join* p) {
+    auto& self = static_cast<bound_join&>(*p);
+    self.parked_in = nullptr;
+    if (!self.waiter) return;
+    auto abandoned = std::move(*self.waiter);
+    self.waiter.reset();
+  }
 };
 
 // The steady clock's bounds share one timer per execution context; other
@@ -246,7 +273,13 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, const Clock*
     co_await asio::this_coro::throw_if_cancelled(false);
     asio::use_awaitable_t<Executor> token;
     co_await asio::async_initiate<asio::use_awaitable_t<Executor>, void()>(
-        [&join](auto resume) { join.waiter.emplace(std::move(resume)); }, token);
+        [&join, &executor](auto resume) {
+          join.waiter.emplace(std::move(resume));
+          join.drop = &bound_join<Executor>::drop_waiter;
+          join.parked_in = &parked_joins::of(executor);
+          join.parked_in->park(join);
+        },
+        token);
     co_await asio::this_coro::throw_if_cancelled(throws);
   }
 
