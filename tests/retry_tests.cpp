@@ -1,6 +1,8 @@
 #include "support.hpp"
 
 #include <resilience/error.hpp>
+#include <resilience/deadline.hpp>
+#include <resilience/pipeline.hpp>
 #include <resilience/retry.hpp>
 #include <resilience/testing/manual_clock.hpp>
 
@@ -255,6 +257,64 @@ BOOST_AUTO_TEST_CASE(the_time_limit_counts_slow_attempts) {
   clock.run(io);
   BOOST_TEST(calls == 3);
   BOOST_TEST((clock.now() == time_point(1400ms)));
+}
+
+// time_limit stops retrying (as tenacity's stop_after_delay does); it never
+// cuts an attempt short. The next three tests pin both of its edges and the
+// way to get the other meaning (Polly's outer timeout): a deadline stage.
+BOOST_AUTO_TEST_CASE(an_attempt_running_past_the_time_limit_is_not_interrupted) {
+  int calls = 0;
+  auto slow_then_ok = [&]() -> asio::awaitable<boost::system::result<int>> {
+    ++calls;
+    auto t = clock.make_timer(co_await asio::this_coro::executor);
+    t.expires_after(calls == 1 ? 200ms : 5s);  // the second attempt runs 4.3 s past the limit
+    co_await t.async_wait(asio::use_awaitable);
+    if (calls == 1) co_return reset;
+    co_return 7;
+  };
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(slow_then_ok, policy().backoff(backoff::constant(100ms)).time_limit(1s)), done);
+  clock.run(io);
+  BOOST_TEST(calls == 2);
+  BOOST_TEST(done.value->value() == 7, "the late success is kept");
+  BOOST_TEST((clock.now() == time_point(5300ms)));
+}
+
+BOOST_AUTO_TEST_CASE(a_wait_one_tick_past_the_time_limit_is_not_started) {
+  // Attempts end at once; the wait of 1 s would end exactly at the limit
+  // (allowed), one of 1 s + 1 tick would not.
+  for (const auto [limit, expected_calls] : {std::pair{duration(1s), 2}, std::pair{duration(1s) - duration(1), 1}}) {
+    asio::io_context io2;
+    manual_clock clock2;
+    int calls = 0;
+    auto op = [&]() -> asio::awaitable<error_code> {
+      ++calls;
+      co_return reset;
+    };
+    completion<error_code> done;
+    spawn(io2,
+          co_retry(op, retry_policy{}.max_attempts(2).backoff(backoff::constant(1s)).clock(clock2).time_limit(limit)),
+          done);
+    clock2.run(io2);
+    BOOST_TEST(calls == expected_calls);
+    BOOST_TEST((done.value == reset));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_deadline_stage_outside_bounds_the_running_attempt_too) {
+  auto hang = [&]() -> asio::awaitable<error_code> {
+    auto t = clock.make_timer(co_await asio::this_coro::executor);
+    t.expires_after(1h);
+    auto [ec] = co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    co_return ec;
+  };
+  completion<error_code> done;
+  const auto call =
+      resilience::pipeline(resilience::basic_deadline_stage<manual_clock>(1s, clock), policy().time_limit(1s));
+  spawn(io, call(hang), done);
+  clock.run(io);
+  BOOST_TEST((done.value == resilience::error::deadline_exceeded));
+  BOOST_TEST((clock.now() == time_point(1s)));
 }
 
 BOOST_AUTO_TEST_CASE(bad_policies_are_rejected_where_they_are_built) {

@@ -113,14 +113,24 @@ class pipeline {
     validate();
   }
 
+  // The awaitable refers to this pipeline, which must outlive it; a
+  // temporary pipeline is moved into the call instead.
   template <class Op>
-  auto run(Op op, const context& parent = {}) const {
+  auto run(Op op, const context& parent = {}) const& {
     return run_from<0>(std::move(op), parent);
+  }
+  template <class Op>
+  auto run(Op op, const context& parent = {}) && {
+    return detail::run_owning(std::move(*this), std::move(op), parent);
   }
 
   template <class Op>
-  auto operator()(Op op, const context& parent = {}) const {
+  auto operator()(Op op, const context& parent = {}) const& {
     return run_from<0>(std::move(op), parent);
+  }
+  template <class Op>
+  auto operator()(Op op, const context& parent = {}) && {
+    return detail::run_owning(std::move(*this), std::move(op), parent);
   }
 
   template <std::size_t I>

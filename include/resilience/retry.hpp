@@ -151,10 +151,12 @@ class basic_retry_policy {
     return p;
   }
 
-  // Bounds the waits: no wait starts that would end more than `limit` after
-  // the call began (co_retry gives up with the last outcome instead). An
-  // attempt in progress is not interrupted: put a timeout or deadline stage
-  // around or inside the retry for that. Must be positive.
+  // Stops retrying, never an attempt: no wait starts that would end more
+  // than `limit` after the call began (co_retry gives up with the last
+  // outcome instead), as tenacity's stop_after_delay. An attempt in progress
+  // runs to its end and its outcome stands, so a call may last longer than
+  // `limit`. For a bound on the whole call, attempts included (Polly's outer
+  // timeout), put a deadline_stage outside the retry. Must be positive.
   basic_retry_policy time_limit(duration limit) const {
     if (limit <= duration::zero()) throw std::invalid_argument("retry_policy: time_limit must be positive");
     auto p = *this;
