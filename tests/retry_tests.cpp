@@ -516,6 +516,59 @@ BOOST_AUTO_TEST_CASE(the_logger_gets_one_line_per_retry) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+BOOST_AUTO_TEST_SUITE(co_retry_on_the_steady_clock)
+
+// Steady-clock waits are nodes of the context's shared timer queue. These
+// check that such a wait ends once, by its time or by cancellation; never how
+// long it took.
+BOOST_AUTO_TEST_CASE(a_cancelled_hour_long_backoff_ends_at_once) {
+  asio::io_context io;
+  asio::cancellation_signal signal;
+  int calls = 0;
+  completion<error_code> done;
+  const auto policy = retry_policy{}.max_attempts(2).backoff(backoff::constant(1h));
+  spawn(io,
+        co_retry(
+            [&]() -> asio::awaitable<error_code> {
+              ++calls;
+              co_return reset;
+            },
+            policy),
+        done, &signal);
+  io.poll();
+  BOOST_REQUIRE(!done.done());
+  asio::post(io, [&] { signal.emit(asio::cancellation_type::terminal); });
+  io.run();  // returns only if nothing is left armed
+  BOOST_TEST(done.times == 1);
+  BOOST_TEST((done.value == asio::error::operation_aborted));
+  BOOST_TEST(calls == 1);
+}
+
+BOOST_AUTO_TEST_CASE(many_short_backoffs_each_end_once) {
+  asio::io_context io;
+  constexpr int calls = 1000;
+  int completions = 0, successes = 0;
+  const auto policy = retry_policy{}.max_attempts(3).backoff(backoff::constant(1ms)).jitter(jitter::full);
+  for (int i = 0; i < calls; ++i) {
+    asio::co_spawn(io,
+                   co_retry(
+                       [n = 0]() mutable -> asio::awaitable<error_code> {
+                         if (n++ < 2) co_return reset;
+                         co_return error_code{};
+                       },
+                       policy),
+                   [&](std::exception_ptr e, error_code ec) {
+                     ++completions;
+                     if (!e && !ec) ++successes;
+                   });
+  }
+  io.run();
+  BOOST_TEST(completions == calls);
+  BOOST_TEST(successes == calls);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 BOOST_AUTO_TEST_SUITE(co_retry_concurrency)
 
 BOOST_AUTO_TEST_CASE(many_concurrent_calls_share_one_policy_on_two_threads) {

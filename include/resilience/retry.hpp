@@ -42,6 +42,7 @@
 #include <resilience/clock.hpp>
 #include <resilience/context.hpp>
 #include <resilience/detail/bounded_run.hpp>
+#include <resilience/detail/sleep.hpp>
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
 #include <resilience/random.hpp>
@@ -309,32 +310,25 @@ template <class Policy, class T>
   return !policy.classifier()(o);
 }
 
+// Everything after a transient failure: waits and further attempts. A
+// coroutine of its own so that the success path's frame stays small; `last`
+// lives in the caller's frame, so this one holds no copy of an outcome.
+//
 // Asio 1.81's co_spawn posts once at the end of a coroutine that never
 // suspended, and that post throws out of io_context::run when the coroutine
 // was cancelled meanwhile (say, by a hook or the op emitting the caller's
 // signal). A call that ends as a cancellation therefore yields once first,
-// with throwing switched off. Only on the cancellation path.
-#define RESILIENCE_SETTLE_CANCELLATION(Executor)                                                   \
-  do {                                                                                             \
-    const bool resilience_throws = co_await boost::asio::this_coro::throw_if_cancelled();          \
-    co_await boost::asio::this_coro::throw_if_cancelled(false);                                    \
-    co_await boost::asio::post(co_await boost::asio::this_coro::executor,                          \
-                               boost::asio::use_awaitable_t<Executor>{});                          \
-    co_await boost::asio::this_coro::throw_if_cancelled(resilience_throws);                        \
-  } while (false)
-
-// Everything after a transient failure: waits and further attempts. A
-// coroutine of its own so that the success path's frame stays small.
+// with throwing switched off; `throws` is the setting to restore.
 template <class T, class Executor, class Op, class Policy>
 boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& policy, context ctx,
-                                                        outcome<T> first, time_point give_up_at) {
+                                                        std::optional<outcome<T>>& last, time_point give_up_at,
+                                                        bool throws) {
   namespace asio = boost::asio;
+  using clock_type = std::remove_cvref_t<decltype(policy.clock())>;
   const retry_options& options = policy.options();
   const auto cancellation = co_await asio::this_coro::cancellation_state;
   const auto cancelled = [&] { return cancellation.cancelled() != asio::cancellation_type::none; };
-  const auto executor = co_await asio::this_coro::executor;
 
-  std::optional<outcome<T>> last(std::move(first));
   delay_sequence delays{options.delays};
   bool aborted = false;
   for (;;) {
@@ -355,12 +349,11 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
       if (left == duration::max()) break;
       if (left > duration::zero()) next = {left, left};
     }
-    if (give_up_at != time_point::max()) {
-      const time_point now = policy.clock().now();
-      if (next.actual > give_up_at - now) {
-        if (now >= ctx.deadline) last.emplace(outcome<T>::from_error(error::deadline_exceeded));
-        break;
-      }
+    const bool bounded = give_up_at != time_point::max();
+    const time_point now = bounded || next.actual != duration::zero() ? policy.clock().now() : time_point{};
+    if (bounded && next.actual > give_up_at - now) {
+      if (now >= ctx.deadline) last.emplace(outcome<T>::from_error(error::deadline_exceeded));
+      break;
     }
     policy.notify_retry(retry_event<T>{ctx.attempt, options.max_attempts, *last, next.nominal, next.actual});
     // A hook may have cancelled the call itself.
@@ -370,9 +363,12 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
     }
 
     if (next.actual == duration::zero()) {
-      co_await asio::post(executor, asio::use_awaitable_t<Executor>{});
+      co_await yield_once<Executor>();
+    } else if constexpr (uses_timer_queue<clock_type, Executor>) {
+      queued_sleep<Executor> sleep;
+      co_await sleep.until(saturating_add(now, next.actual));
     } else {
-      auto timer = policy.clock().make_timer(executor);
+      auto timer = policy.clock().make_timer(co_await asio::this_coro::executor);
       timer.expires_after(next.actual);
       co_await timer.async_wait(asio::as_tuple(asio::use_awaitable_t<Executor>{}));
     }
@@ -397,7 +393,9 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
 
   if (aborted) {
     if (!last->cancelled()) last.emplace(outcome<T>::from_error(asio::error::operation_aborted));
-    RESILIENCE_SETTLE_CANCELLATION(Executor);
+    co_await asio::this_coro::throw_if_cancelled(false);
+    co_await yield_once<Executor>();
+    co_await asio::this_coro::throw_if_cancelled(throws);
   }
   co_return std::move(*last).get();
 }
@@ -444,14 +442,15 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
     first.emplace(outcome<T>::from_current_exception());
   }
   if (is_final(policy, *first)) co_return std::move(*first).get();
+  // The op, or a hook inside it, may have cancelled the call: awaiting the
+  // rest must not throw then, it ends the call as a cancellation itself.
+  bool throws = true;
   if (cancellation.cancelled() != asio::cancellation_type::none) {
-    RESILIENCE_SETTLE_CANCELLATION(Executor);  // the op, or a hook inside it, cancelled the call
-    if (first->cancelled()) co_return std::move(*first).get();
-    co_return aborted();
+    throws = co_await asio::this_coro::throw_if_cancelled();
+    co_await asio::this_coro::throw_if_cancelled(false);
   }
-  co_return co_await retry_after_failure<T, Executor>(op, policy, ctx, std::move(*first), give_up_at);
+  co_return co_await retry_after_failure<T, Executor>(op, policy, ctx, first, give_up_at, throws);
 }
 
 }  // namespace detail
 }  // namespace resilience
-#undef RESILIENCE_SETTLE_CANCELLATION

@@ -1,0 +1,118 @@
+// A coroutine's wait between attempts. Not public API.
+//
+// On the steady clock a wait is a node in the execution context's shared
+// timer queue, kept in the waiting frame: no timer object, no Asio wait
+// operation, and no syscall when the queue's timer is already armed earlier.
+// That is most of what a retry asleep in its backoff costs beyond the frames
+// themselves, and 100k of them asleep at once share one Asio timer.
+//
+// The wait ends when the queue fires it or when the coroutine's cancellation
+// slot is emitted, whichever comes first; both run on the coroutine's
+// executor, so they never overlap. While it waits, the frame's only owner is
+// the continuation parked in it, so it registers with parked_joins: if the
+// context is destroyed first, that drops the continuation and frees the frame.
+#pragma once
+
+#include <resilience/detail/parked_joins.hpp>
+#include <resilience/detail/timer_queue.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <optional>
+#include <utility>
+
+namespace resilience::detail {
+
+template <class Executor>
+class queued_sleep : timer_node, parked_join {
+ public:
+  queued_sleep() = default;
+  queued_sleep(const queued_sleep&) = delete;
+  queued_sleep& operator=(const queued_sleep&) = delete;
+  // Reached without a resumption only when the context is destroyed.
+  ~queued_sleep() {
+    if (queue_) queue_->remove(*this);
+    if (parked_in_) parked_in_->unpark(*this);
+  }
+
+  // Resumes the awaiting coroutine at `at`, or at once when it is cancelled;
+  // the caller tells which by reading its cancellation state.
+  auto until(time_point at) {
+    boost::asio::use_awaitable_t<Executor> token;
+    return boost::asio::async_initiate<boost::asio::use_awaitable_t<Executor>, void()>(
+        [this, at](auto handler) {
+          owner_ = boost::asio::any_io_executor(boost::asio::get_associated_executor(handler));
+          slot_ = boost::asio::get_associated_cancellation_slot(handler);
+          waiter_.emplace(std::move(handler));
+          fire_at = at;
+          fire = &on_fire;
+          executor = &owner_;
+          drop = &on_drop;
+          parked_in_ = &parked_joins::of(owner_);
+          parked_in_->park(*this);
+          if (slot_.is_connected()) slot_.template emplace<canceller>(this);
+          queue_ = &timer_queue::of(owner_);
+          queue_->add(*this);
+        },
+        token);
+  }
+
+ private:
+  using waiter_type =
+      typename boost::asio::async_result<boost::asio::use_awaitable_t<Executor>, void()>::handler_type;
+
+  struct canceller {
+    queued_sleep* self;
+    void operator()(boost::asio::cancellation_type type) {
+      if (type == boost::asio::cancellation_type::none) return;
+      // Already due: the queue's fire is on its way and resumes it.
+      if (!self->queue_ || !self->queue_->remove(*self)) return;
+      self->queue_ = nullptr;
+      // Not from inside the slot's own handler: resume() clears the slot.
+      boost::asio::post(self->owner_, [s = self] { s->resume(); });
+    }
+  };
+
+  void resume() {
+    if (slot_.is_connected()) slot_.clear();
+    queue_ = nullptr;
+    parked_in_->unpark(*this);
+    parked_in_ = nullptr;
+    auto resume = std::move(*waiter_);
+    waiter_.reset();
+    std::move(resume)();  // may end the frame that holds *this: touch nothing after
+  }
+
+  static void on_fire(timer_node* node) { static_cast<queued_sleep*>(node)->resume(); }
+
+  static void on_drop(parked_join* p) {
+    auto& self = static_cast<queued_sleep&>(*p);
+    self.parked_in_ = nullptr;
+    if (!self.waiter_) return;
+    auto abandoned = std::move(*self.waiter_);
+    self.waiter_.reset();
+  }
+
+  std::optional<waiter_type> waiter_;
+  boost::asio::any_io_executor owner_;
+  boost::asio::cancellation_slot slot_;
+  timer_queue* queue_ = nullptr;
+  parked_joins* parked_in_ = nullptr;
+};
+
+// One turn of the executor, as a frame of its own so that callers that yield
+// only on a rare path do not carry the post's state in theirs.
+template <class Executor>
+boost::asio::awaitable<void, Executor> yield_once() {
+  co_await boost::asio::post(co_await boost::asio::this_coro::executor, boost::asio::use_awaitable_t<Executor>{});
+}
+
+}  // namespace resilience::detail
