@@ -223,7 +223,11 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, const Clock*
 
   bound_join<Executor> join;
   join.type = type;
-  std::optional<decltype(clock->make_timer(executor))> timer;
+  // A timer of its own only off the shared queue: 128 bytes of frame saved.
+  struct no_timer {};
+  std::conditional_t<uses_timer_queue<Clock, Executor>, no_timer,
+                     std::optional<decltype(clock->make_timer(executor))>>
+      timer;
   bool op_ended = false;
   const auto arm = [&] {
     if constexpr (uses_timer_queue<Clock, Executor>) {
@@ -261,8 +265,8 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, const Clock*
   // refers to this frame. Asio would throw from this co_await if the caller
   // was cancelled; the wait is mandatory, so switch that off around it.
   bool timer_side_pending = false;
-  if (join.queue) {
-    timer_side_pending = !join.queue->remove(join) && !join.timer_done;
+  if constexpr (uses_timer_queue<Clock, Executor>) {
+    if (join.queue) timer_side_pending = !join.queue->remove(join) && !join.timer_done;
   } else if (timer) {
     timer->cancel();
     timer_side_pending = !join.timer_done;
