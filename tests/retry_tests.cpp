@@ -1,6 +1,7 @@
 #include "support.hpp"
 
 #include <resilience/error.hpp>
+#include <resilience/circuit_breaker.hpp>
 #include <resilience/deadline.hpp>
 #include <resilience/pipeline.hpp>
 #include <resilience/retry.hpp>
@@ -356,6 +357,30 @@ BOOST_AUTO_TEST_CASE(an_open_circuit_is_not_retried_by_default) {
   clock.run(io);
   BOOST_TEST(calls() == 1, "even a classifier that retries everything does not retry a rejection");
   BOOST_TEST((done.value->error() == open));
+}
+
+BOOST_AUTO_TEST_CASE(a_breaker_open_forever_is_not_waited_for) {
+  // open_duration(max): the break never ends. Waiting it out must give up at
+  // once with circuit_open, not sleep for centuries.
+  resilience::basic_circuit_breaker<manual_clock> breaker{
+      resilience::breaker_options{}.consecutive_failures(1).open_duration(duration::max()), clock};
+  breaker.try_acquire().record_failure();
+  BOOST_REQUIRE((breaker.state() == resilience::circuit_state::open));
+  BOOST_TEST((breaker.time_until_probe() == duration::max()));
+  int calls = 0;
+  completion<error_code> done;
+  const auto call = resilience::pipeline(policy().wait_out_open_circuit(breaker), std::ref(breaker));
+  spawn(io,
+        call([&]() -> asio::awaitable<error_code> {
+          ++calls;
+          co_return error_code{};
+        }),
+        done);
+  clock.run(io);
+  BOOST_TEST(done.times == 1);
+  BOOST_TEST((done.value == resilience::error::circuit_open));
+  BOOST_TEST(calls == 0);
+  BOOST_TEST((clock.now() == time_point{}), "no time passed");
 }
 
 BOOST_AUTO_TEST_CASE(an_open_circuit_can_be_waited_out) {
