@@ -345,8 +345,9 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
       // The breaker knows when it will let a probe through; with no time
       // left (half-open, probes all taken) the policy's own delay stands. A
       // breaker held open (isolated) will not say: waiting is pointless.
+      // "Forever" (an isolated breaker, an endless break) ends the call now.
       const duration left = policy.open_circuit_time_left();
-      if (left == duration::max()) break;
+      if (saturating_add(policy.clock().now(), left) == time_point::max()) break;
       if (left > duration::zero()) next = {left, left};
     }
     const bool bounded = give_up_at != time_point::max();
