@@ -432,6 +432,7 @@ void destroy_context_at_every_step(Make make) {
   }
   BOOST_REQUIRE_GT(steps, 2u);
   for (std::size_t k = 0; k < steps; ++k) {
+    live::ops = live::handlers = 0;
     int completed = 0;
     {
       manual_clock clock;
