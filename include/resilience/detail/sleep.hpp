@@ -70,6 +70,7 @@ class queued_sleep : timer_node, parked_join {
       typename boost::asio::async_result<boost::asio::use_awaitable_t<Executor>, void()>::handler_type;
 
   struct canceller {
+    explicit canceller(queued_sleep* s) noexcept : self(s) {}
     queued_sleep* self;
     void operator()(boost::asio::cancellation_type type) {
       if (type == boost::asio::cancellation_type::none) return;

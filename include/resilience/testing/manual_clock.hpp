@@ -13,6 +13,13 @@
 // Copies of a manual_clock share one time line. now() and advance() are
 // thread-safe; run() drives one io_context from the calling thread.
 // Timers hold executor work while they wait, like Asio's own timers.
+//
+// Lifetimes. Like Asio's timers, a wait whose execution context is destroyed
+// first is dropped unrun when that context shuts down, which frees the
+// coroutine frame it owns. When the last copy of a clock is destroyed, its
+// pending waits are dropped unrun the same way (nothing could ever complete
+// them), and a later wait on one of its timers completes at once with
+// operation_aborted.
 #pragma once
 
 #include <resilience/clock.hpp>
@@ -23,6 +30,7 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -33,6 +41,8 @@ namespace resilience::testing {
 
 class manual_clock {
   struct state;
+  struct wait_node;
+  class context_waits;
 
  public:
   template <class Executor>
@@ -46,7 +56,9 @@ class manual_clock {
   time_point now() const noexcept;
 
   // Moves time forward and completes every wait that is due by then, in order
-  // of expiry. Completions are posted, never run inside this call.
+  // of expiry. Completions are posted, never run inside this call. Time
+  // saturates at time_point::max(); a negative duration, or a time before
+  // now(), throws std::invalid_argument.
   void advance(duration d) const;
   void advance_to(time_point t) const;
 
@@ -58,7 +70,9 @@ class manual_clock {
   // expiry whenever no handler is ready. Returns the handlers run.
   std::size_t run(boost::asio::io_context& io) const;
   // The same for a span of virtual time: ends at now() + limit, with every
-  // wait due by then completed.
+  // wait due by then completed. A limit that saturates at time_point::max()
+  // means none: it runs like run(), and time stops at the last expiry. A
+  // negative limit throws std::invalid_argument.
   std::size_t run_for(boost::asio::io_context& io, duration limit) const;
 
   template <class Executor>
@@ -69,15 +83,30 @@ class manual_clock {
  private:
   using handler_type = boost::asio::any_completion_handler<void(boost::system::error_code)>;
 
+  // A timer's pending waits, as the clock keeps them. Changed only under the
+  // clock's lock; `pending` is also read without it by the timer, which is
+  // used from one thread at a time: at zero no wait refers to the timer, and
+  // only the timer itself can add one, so cancel, expires_at/after and
+  // destruction of an idle timer need no lock.
+  struct timer_waits {
+    std::atomic<std::size_t> pending{0};
+    wait_node* first = nullptr;
+  };
+
   // The parts that do not depend on the handler's type live in lib/.
   static time_point time_now(const state& s) noexcept;
-  static std::uint64_t new_timer_id(state& s) noexcept;
-  static std::uint64_t enqueue(state& s, std::uint64_t timer_id, time_point when,
+  static std::uint64_t enqueue(const std::shared_ptr<state>& s, timer_waits& owner, time_point when,
                                handler_type handler, boost::asio::any_io_executor work);
   static void cancel_wait(const std::weak_ptr<state>& s, time_point when, std::uint64_t wait_id);
-  static std::size_t cancel_timer(state& s, std::uint64_t timer_id);
+  static std::size_t cancel_timer(state& s, timer_waits& owner);
+  static void move_waits(state& s, timer_waits& from, timer_waits& to) noexcept;
+  static void close(state& s) noexcept;
 
-  std::shared_ptr<state> state_;
+  std::shared_ptr<state> state_;  // also held by timers and (weakly) by cancellers
+  // Held by the copies of this clock only: the last to go calls close(),
+  // which drops the pending waits. Timers cannot do that job: a wait's
+  // handler may own the coroutine frame that holds its timer.
+  std::shared_ptr<void> copies_;
 };
 
 template <class Executor>
@@ -86,23 +115,25 @@ class manual_clock::basic_timer {
   using executor_type = Executor;
 
   basic_timer(const manual_clock& clock, const Executor& ex)
-      : state_(clock.state_), executor_(ex), id_(new_timer_id(*state_)), expiry_(clock.now()) {}
+      : state_(clock.state_), executor_(ex), expiry_(clock.now()) {}
 
   basic_timer(const basic_timer&) = delete;
   basic_timer& operator=(const basic_timer&) = delete;
+  // Pending waits move with the timer.
   basic_timer(basic_timer&& other) noexcept
-      : state_(std::move(other.state_)), executor_(other.executor_), id_(other.id_), expiry_(other.expiry_) {}
+      : state_(std::move(other.state_)), executor_(other.executor_), expiry_(other.expiry_) {
+    if (other.waits_.pending.load(std::memory_order_acquire) != 0) move_waits(*state_, other.waits_, waits_);
+  }
   basic_timer& operator=(basic_timer&&) = delete;
 
   // Like an Asio timer, destruction cancels pending waits.
-  ~basic_timer() {
-    if (state_) cancel_timer(*state_, id_);
-  }
+  ~basic_timer() { cancel(); }
 
   executor_type get_executor() const noexcept { return executor_; }
   time_point expiry() const noexcept { return expiry_; }
 
-  // Setting the expiry cancels pending waits, as Asio's timers do.
+  // Setting the expiry cancels pending waits, as Asio's timers do. A time at
+  // or before now() (a negative duration included) completes a wait at once.
   std::size_t expires_at(time_point t) {
     expiry_ = t;
     return cancel();
@@ -111,13 +142,15 @@ class manual_clock::basic_timer {
     return expires_at(saturating_add(manual_clock::time_now(*state_), d));
   }
 
-  std::size_t cancel() { return cancel_timer(*state_, id_); }
+  std::size_t cancel() {
+    if (waits_.pending.load(std::memory_order_acquire) == 0) return 0;
+    return cancel_timer(*state_, waits_);
+  }
 
   template <class Token>
   auto async_wait(Token&& token) {
     return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
         [](auto handler, basic_timer* self) {
-          state& s = *self->state_;
           auto work = boost::asio::prefer(
               boost::asio::any_io_executor(self->executor_),
               boost::asio::execution::outstanding_work.tracked);
@@ -131,7 +164,8 @@ class manual_clock::basic_timer {
           canceller* wait = slot.is_connected()
                                 ? &slot.template emplace<canceller>(self->state_, self->expiry_)
                                 : nullptr;
-          const std::uint64_t id = enqueue(s, self->id_, self->expiry_, std::move(erased), std::move(work));
+          const std::uint64_t id =
+              enqueue(self->state_, self->waits_, self->expiry_, std::move(erased), std::move(work));
           if (wait) wait->id = id;
         },
         token, this);
@@ -155,8 +189,8 @@ class manual_clock::basic_timer {
 
   std::shared_ptr<state> state_;
   Executor executor_;
-  std::uint64_t id_;
   time_point expiry_;
+  timer_waits waits_;
 };
 
 }  // namespace resilience::testing
