@@ -6,6 +6,8 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include <atomic>
+#include <cassert>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -62,28 +64,71 @@ timer_queue& timer_queue::of(const asio::any_io_executor& ex) {
 
 timer_queue::~timer_queue() { queues_retired.fetch_add(1, std::memory_order_acq_rel); }
 
+namespace {
+
+// An idle queue keeps a vector this large for the next burst and gives back
+// a larger one: a burst of 100k bounds should not pin 1.6 MB per context.
+constexpr std::size_t kept_slots = 4096;
+
+template <class Vector>
+void release_if_large(Vector& heap) {
+  if (heap.empty() && heap.capacity() > kept_slots) Vector().swap(heap);
+}
+
+}  // namespace
+
+void timer_queue::place(entry e, std::size_t index) noexcept {
+  heap_[index] = e;
+  e.node->heap_index = index;
+}
+
+void timer_queue::sift_up(entry e, std::size_t index) noexcept {
+  while (index > 0) {
+    const std::size_t parent = (index - 1) / 2;
+    if (!(e.at < heap_[parent].at)) break;
+    place(heap_[parent], index);
+    index = parent;
+  }
+  place(e, index);
+}
+
+void timer_queue::erase_at(std::size_t index) noexcept {
+  heap_[index].node->heap_index = timer_node::unqueued;
+  const entry last = heap_.back();
+  heap_.pop_back();
+  const std::size_t size = heap_.size();
+  if (index == size) return;  // it was the last slot: the success path's usual case
+  if (index > 0 && last.at < heap_[(index - 1) / 2].at) {
+    sift_up(last, index);
+    return;
+  }
+  // The last entry is a leaf and most likely among the latest: move the hole
+  // down to a leaf along the earlier children, then let it rise from there.
+  // One comparison per level instead of two; the rise is usually none.
+  for (std::size_t child = 2 * index + 1; child < size; child = 2 * index + 1) {
+    if (child + 1 < size && heap_[child + 1].at < heap_[child].at) ++child;
+    place(heap_[child], index);
+    index = child;
+  }
+  sift_up(last, index);
+}
+
 void timer_queue::add(timer_node& node) {
   std::lock_guard lock(mutex_);
-  // From the back: later expiries are the common case.
-  timer_node* after = tail_;
-  while (after && after->fire_at > node.fire_at) after = after->prev;
-  node.prev = after;
-  node.next = after ? after->next : head_;
-  (node.next ? node.next->prev : tail_) = &node;
-  (after ? after->next : head_) = &node;
-  node.linked = true;
-  if (node.fire_at < armed_at_) arm_locked(node.fire_at);
+  assert(node.heap_index == timer_node::unqueued);
+  heap_.push_back({node.fire_at, &node});
+  sift_up(heap_.back(), heap_.size() - 1);
+  if (node.fire_at < armed_at_) arm_locked(node.fire_at, *node.executor);
 }
 
 bool timer_queue::remove(timer_node& node) noexcept {
   std::lock_guard lock(mutex_);
-  if (!node.linked) return false;
-  (node.prev ? node.prev->next : head_) = node.next;
-  (node.next ? node.next->prev : tail_) = node.prev;
-  node.linked = false;
+  if (node.heap_index == timer_node::unqueued) return false;
+  assert(node.heap_index < heap_.size() && heap_[node.heap_index].node == &node);
+  erase_at(node.heap_index);
   // The Asio timer stays armed: if it fires with nothing due, it re-arms for
-  // the new head, which is cheaper than re-arming here on every call.
-  if (!head_ && armed_at_ != time_point::max() && !disarm_posted_ && timer_) {
+  // the new earliest node, which is cheaper than re-arming here on every call.
+  if (heap_.empty() && armed_at_ != time_point::max() && !disarm_posted_ && timer_) {
     disarm_posted_ = true;
     asio::post(timer_->get_executor(), [this] { disarm_if_idle(); });
   }
@@ -93,7 +138,8 @@ bool timer_queue::remove(timer_node& node) noexcept {
 void timer_queue::disarm_if_idle() {
   std::lock_guard lock(mutex_);
   disarm_posted_ = false;
-  if (head_ || !timer_) return;
+  if (!heap_.empty() || !timer_) return;
+  release_if_large(heap_);
   // Cancel whatever armed_at_ says: a stale expiry may have reset it while a
   // newer wait is still pending.
   armed_at_ = time_point::max();
@@ -101,13 +147,12 @@ void timer_queue::disarm_if_idle() {
   timer_->cancel();
 }
 
-void timer_queue::arm_locked(time_point at) {
+void timer_queue::arm_locked(time_point at, const asio::any_io_executor& first) {
   if (shut_down_) return;
   // Untracked: the timer must never hold the context's work by itself (an
   // empty queue would keep run() from returning), whatever executor the
   // first caller happened to use.
-  if (!timer_)
-    timer_.emplace(asio::prefer(unstranded(*head_->executor), asio::execution::outstanding_work.untracked));
+  if (!timer_) timer_.emplace(asio::prefer(unstranded(first), asio::execution::outstanding_work.untracked));
   armed_at_ = at;
   const std::uint64_t arming = ++arming_;
   timer_->expires_at(at);
@@ -125,17 +170,18 @@ void timer_queue::on_timer(std::uint64_t arming) {
     if (arming != arming_) return;
     armed_at_ = time_point::max();
     const time_point now = std::chrono::steady_clock::now();
-    while (head_ && head_->fire_at <= now) {
-      timer_node* node = head_;
-      head_ = node->next;
-      (head_ ? head_->prev : tail_) = nullptr;
-      node->linked = false;
-      due.push_back(node);
+    while (!heap_.empty() && heap_.front().at <= now) {
+      due.push_back(heap_.front().node);
+      erase_at(0);
     }
-    if (head_) arm_locked(head_->fire_at);
+    if (heap_.empty()) {
+      release_if_large(heap_);
+    } else {
+      arm_locked(heap_.front().at, *heap_.front().node->executor);
+    }
   }
-  // Each node fires on its owner's executor; the owner waits for it before
-  // its frame ends, so the pointer stays valid.
+  // Each node fires on its owner's executor, earliest first; the owner waits
+  // for it before its frame ends, so the pointer stays valid.
   for (timer_node* node : due) asio::post(*node->executor, [node] { node->fire(node); });
 }
 
@@ -143,8 +189,8 @@ void timer_queue::shutdown() {
   queues_retired.fetch_add(1, std::memory_order_acq_rel);
   std::lock_guard lock(mutex_);
   shut_down_ = true;
-  for (timer_node* n = head_; n; n = n->next) n->linked = false;
-  head_ = tail_ = nullptr;
+  for (const entry& e : heap_) e.node->heap_index = timer_node::unqueued;
+  std::vector<entry>().swap(heap_);
   timer_.reset();
 }
 
