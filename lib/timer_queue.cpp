@@ -162,27 +162,26 @@ void timer_queue::arm_locked(time_point at, const asio::any_io_executor& first) 
 }
 
 void timer_queue::on_timer(std::uint64_t arming) {
-  std::vector<timer_node*> due;
-  {
-    std::lock_guard lock(mutex_);
-    // An expiry that completed just before a re-arm or a disarm belongs to
-    // an arming that is no longer current: the current one will do the work.
-    if (arming != arming_) return;
-    armed_at_ = time_point::max();
-    const time_point now = std::chrono::steady_clock::now();
-    while (!heap_.empty() && heap_.front().at <= now) {
-      due.push_back(heap_.front().node);
-      erase_at(0);
-    }
-    if (heap_.empty()) {
-      release_if_large(heap_);
-    } else {
-      arm_locked(heap_.front().at, *heap_.front().node->executor);
-    }
+  std::lock_guard lock(mutex_);
+  // An expiry that completed just before a re-arm or a disarm belongs to
+  // an arming that is no longer current: the current one will do the work.
+  if (arming != arming_) return;
+  armed_at_ = time_point::max();
+  const time_point now = std::chrono::steady_clock::now();
+  // Each due node fires on its owner's executor, earliest first; the owner
+  // waits for it before its frame ends, so the pointer stays valid. Posted
+  // under the lock, so that firing needs no list of its own: a post never
+  // runs the handler inline, and no path takes this lock inside an executor's.
+  while (!heap_.empty() && heap_.front().at <= now) {
+    timer_node* node = heap_.front().node;
+    erase_at(0);
+    asio::post(*node->executor, [node] { node->fire(node); });
   }
-  // Each node fires on its owner's executor, earliest first; the owner waits
-  // for it before its frame ends, so the pointer stays valid.
-  for (timer_node* node : due) asio::post(*node->executor, [node] { node->fire(node); });
+  if (heap_.empty()) {
+    release_if_large(heap_);
+  } else {
+    arm_locked(heap_.front().at, *heap_.front().node->executor);
+  }
 }
 
 void timer_queue::shutdown() {
