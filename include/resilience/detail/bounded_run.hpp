@@ -136,7 +136,7 @@ struct forward_cancellation {
 // What the op's side and the timer's side of one bounded call share. The
 // timer's side runs on the caller's executor, so the two never overlap.
 template <class Executor>
-struct bound_join : timer_node, parked_join {
+struct bound_join : timer_node {
   bound_join() = default;
   bound_join(const bound_join&) = delete;
   bound_join& operator=(const bound_join&) = delete;
@@ -145,17 +145,16 @@ struct bound_join : timer_node, parked_join {
   // without resuming: the node must not stay linked in a queue that outlives it.
   ~bound_join() {
     if (queue) queue->remove(*this);
-    if (parked_in) parked_in->unpark(*this);
   }
 
   timer_queue* queue = nullptr;
-  parked_joins* parked_in = nullptr;  // set while the waiter is parked
   using waiter_type =
       typename boost::asio::async_result<boost::asio::use_awaitable_t<Executor>, void()>::handler_type;
 
   boost::asio::cancellation_signal child;
   boost::asio::cancellation_type type;
-  std::optional<waiter_type> waiter;
+  // The caller, when its op has ended before the timer's side.
+  parked_continuation<waiter_type> waiter;
   bool op_done = false;
   bool fired = false;
   bool timer_done = false;
@@ -167,26 +166,10 @@ struct bound_join : timer_node, parked_join {
       child.emit(type);
     }
     timer_done = true;
-    if (waiter) {
-      parked_in->unpark(*this);
-      parked_in = nullptr;
-      auto resume = std::move(*waiter);
-      waiter.reset();
-      std::move(resume)();  // may end the frame that holds *this: touch nothing after
-    }
+    if (waiter.parked()) waiter.resume();  // may end the frame that holds *this: touch nothing after
   }
 
   static void fire_node(timer_node* node) { static_cast<bound_join*>(node)->timer_finished(true); }
-
-  // The context is shutting down with the timer's handler never to run: let
-  // the parked continuation go, which frees the frame that holds *this.
-  static void drop_waiter(parked_join* p) {
-    auto& self = static_cast<bound_join&>(*p);
-    self.parked_in = nullptr;
-    if (!self.waiter) return;
-    auto abandoned = std::move(*self.waiter);
-    self.waiter.reset();
-  }
 };
 
 // The steady clock's bounds share one timer per execution context; other
@@ -277,12 +260,7 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, const Clock*
     co_await asio::this_coro::throw_if_cancelled(false);
     asio::use_awaitable_t<Executor> token;
     co_await asio::async_initiate<asio::use_awaitable_t<Executor>, void()>(
-        [&join, &executor](auto resume) {
-          join.waiter.emplace(std::move(resume));
-          join.drop = &bound_join<Executor>::drop_waiter;
-          join.parked_in = &parked_joins::of(executor);
-          join.parked_in->park(join);
-        },
+        [&join, &executor](auto resume) { join.waiter.park(std::move(resume), executor); },
         token);
     co_await asio::this_coro::throw_if_cancelled(throws);
   }

@@ -15,6 +15,8 @@
 #include <boost/asio/query.hpp>
 
 #include <mutex>
+#include <optional>
+#include <utility>
 
 namespace resilience::detail {
 
@@ -43,6 +45,50 @@ class parked_joins final : public boost::asio::execution_context::service {
 
   std::mutex mutex_;
   parked_join* head_ = nullptr;
+};
+
+// A coroutine's continuation parked in its own frame, registered for as long
+// as it is parked so that the context's shutdown can let it go.
+template <class Waiter>
+class parked_continuation : parked_join {
+ public:
+  parked_continuation() noexcept { drop = &on_drop; }
+  parked_continuation(const parked_continuation&) = delete;
+  parked_continuation& operator=(const parked_continuation&) = delete;
+  ~parked_continuation() {
+    if (registry_) registry_->unpark(*this);
+  }
+
+  template <class Executor>
+  void park(Waiter waiter, const Executor& ex) {
+    waiter_.emplace(std::move(waiter));
+    registry_ = &parked_joins::of(ex);
+    registry_->park(*this);
+  }
+
+  bool parked() const noexcept { return waiter_.has_value(); }
+
+  // May end the frame that holds *this: the caller touches nothing after.
+  void resume() {
+    registry_->unpark(*this);
+    registry_ = nullptr;
+    auto waiter = std::move(*waiter_);
+    waiter_.reset();
+    std::move(waiter)();
+  }
+
+ private:
+  // Asio frees an abandoned coroutine's frames through its executor.
+  static void on_drop(parked_join* p) {
+    auto& self = static_cast<parked_continuation&>(*p);
+    self.registry_ = nullptr;
+    if (!self.waiter_) return;
+    auto abandoned = std::move(*self.waiter_);
+    self.waiter_.reset();
+  }
+
+  std::optional<Waiter> waiter_;
+  parked_joins* registry_ = nullptr;
 };
 
 }  // namespace resilience::detail

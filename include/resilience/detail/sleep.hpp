@@ -32,7 +32,7 @@
 namespace resilience::detail {
 
 template <class Executor>
-class queued_sleep : timer_node, parked_join {
+class queued_sleep : timer_node {
  public:
   queued_sleep() = default;
   queued_sleep(const queued_sleep&) = delete;
@@ -40,7 +40,6 @@ class queued_sleep : timer_node, parked_join {
   // Reached without a resumption only when the context is destroyed.
   ~queued_sleep() {
     if (queue_) queue_->remove(*this);
-    if (parked_in_) parked_in_->unpark(*this);
   }
 
   // Resumes the awaiting coroutine at `at`, or at once when it is cancelled;
@@ -51,13 +50,10 @@ class queued_sleep : timer_node, parked_join {
         [this, at](auto handler) {
           owner_ = boost::asio::any_io_executor(boost::asio::get_associated_executor(handler));
           slot_ = boost::asio::get_associated_cancellation_slot(handler);
-          waiter_.emplace(std::move(handler));
+          waiter_.park(std::move(handler), owner_);
           fire_at = at;
           fire = &on_fire;
           executor = &owner_;
-          drop = &on_drop;
-          parked_in_ = &parked_joins::of(owner_);
-          parked_in_->park(*this);
           if (slot_.is_connected()) slot_.template emplace<canceller>(this);
           queue_ = &timer_queue::of(owner_);
           queue_->add(*this);
@@ -85,28 +81,15 @@ class queued_sleep : timer_node, parked_join {
   void resume() {
     if (slot_.is_connected()) slot_.clear();
     queue_ = nullptr;
-    parked_in_->unpark(*this);
-    parked_in_ = nullptr;
-    auto resume = std::move(*waiter_);
-    waiter_.reset();
-    std::move(resume)();  // may end the frame that holds *this: touch nothing after
+    waiter_.resume();  // may end the frame that holds *this: touch nothing after
   }
 
   static void on_fire(timer_node* node) { static_cast<queued_sleep*>(node)->resume(); }
 
-  static void on_drop(parked_join* p) {
-    auto& self = static_cast<queued_sleep&>(*p);
-    self.parked_in_ = nullptr;
-    if (!self.waiter_) return;
-    auto abandoned = std::move(*self.waiter_);
-    self.waiter_.reset();
-  }
-
-  std::optional<waiter_type> waiter_;
+  parked_continuation<waiter_type> waiter_;
   boost::asio::any_io_executor owner_;
   boost::asio::cancellation_slot slot_;
   timer_queue* queue_ = nullptr;
-  parked_joins* parked_in_ = nullptr;
 };
 
 // One turn of the executor, as a frame of its own so that callers that yield
