@@ -52,12 +52,27 @@ class any_pipeline {
 
   std::size_t size() const noexcept { return stages_.size(); }
 
+  // The stage interface. The awaitable refers to this pipeline, which must
+  // outlive it; a temporary pipeline is moved into the call instead.
   template <class Op>
-  awaitable_type operator()(Op op, const context& parent = {}) const {
+  awaitable_type run(Op op, const context& parent = {}) const& {
     return run_from(0, next_type([op = std::move(op)](const context& ctx) mutable -> awaitable_type {
                       return detail::invoke_op(op, ctx);
                     }),
                     parent);
+  }
+  template <class Op>
+  awaitable_type run(Op op, const context& parent = {}) && {
+    return detail::run_owned<T, Executor>(std::move(*this), std::move(op), parent);
+  }
+
+  template <class Op>
+  awaitable_type operator()(Op op, const context& parent = {}) const& {
+    return run(std::move(op), parent);
+  }
+  template <class Op>
+  awaitable_type operator()(Op op, const context& parent = {}) && {
+    return std::move(*this).run(std::move(op), parent);
   }
 
  private:

@@ -68,6 +68,11 @@ const S& unwrap_stage(const S* s) noexcept {
 template <class Stored, class S>
 Stored store_stage(S&& s) {
   if constexpr (std::is_pointer_v<Stored>) {
+    // A stage that cannot be copied (a circuit breaker) is shared state: it
+    // is referenced, so a temporary one would be gone before the first call.
+    static_assert(std::is_lvalue_reference_v<S> || requires { s.get(); },
+                  "a stage that cannot be copied (such as a circuit breaker) must outlive the pipeline: "
+                  "pass a named object or std::ref(stage), not a temporary");
     if constexpr (requires { s.get(); }) {
       return &s.get();  // std::reference_wrapper
     } else {

@@ -195,6 +195,10 @@ class basic_retry_policy {
     return p;
   }
 
+  // The policy refers to `breaker`: a temporary one would be gone.
+  template <class Breaker>
+  basic_retry_policy wait_out_open_circuit(const Breaker&&) const = delete;
+
   // Which outcomes are transient. Cancellation never is, whatever `c` says.
   template <class C>
   basic_retry_policy<C, OnRetry, Clock> retry_if(C c) const {
