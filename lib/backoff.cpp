@@ -53,6 +53,28 @@ backoff backoff::exponential(duration base, double factor, duration cap) {
   return backoff(shape::exponential, base, duration::zero(), factor, cap);
 }
 
+backoff backoff::with_jitter(jitter j) const {
+  switch (j) {
+    case jitter::none:
+    case jitter::full:
+    case jitter::equal:
+      break;
+    case jitter::decorrelated:
+    case jitter::decorrelated_v2:
+      // Both grow from the first delay: from zero they would stay at zero.
+      if (base_ == duration::zero())
+        reject(shape_ == shape::constant ? "delay" : "initial",
+               j == jitter::decorrelated ? "must be positive for jitter::decorrelated"
+                                         : "must be positive for jitter::decorrelated_v2");
+      break;
+    default:
+      reject("jitter", "is not a jitter kind");
+  }
+  backoff b = *this;
+  b.jitter_ = j;
+  return b;
+}
+
 duration backoff::nominal(std::uint64_t retry) const noexcept {
   const std::uint64_t n = retry == 0 ? 0 : retry - 1;  // steps past the first delay
   switch (shape_) {

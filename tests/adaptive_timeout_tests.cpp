@@ -198,6 +198,28 @@ BOOST_AUTO_TEST_CASE(bad_options_are_rejected_naming_the_field) {
                         std::invalid_argument, [](const auto& e) { return names(e, "cancellation"); });
 }
 
+BOOST_AUTO_TEST_CASE(a_window_too_large_is_rejected_at_the_option) {
+  // Once accepted, these made the tracker throw length_error or bad_alloc
+  // from inside std::vector.
+  const latency_tracker_options o;
+  constexpr std::size_t max = latency_tracker_options::max_window;
+  for (const std::size_t w : {max + 1, std::size_t{1} << 40, std::size_t{1} << 60, SIZE_MAX}) {
+    BOOST_CHECK_EXCEPTION(o.window(w), std::invalid_argument, [](const auto& e) {
+      return names(e, "window") && names(e, "65536");
+    });
+  }
+  for (const std::size_t n : {max + 1, SIZE_MAX}) {
+    BOOST_CHECK_EXCEPTION(o.min_samples(n), std::invalid_argument,
+                          [](const auto& e) { return names(e, "min_samples"); });
+  }
+  // The largest window works, and a full min_samples of it too.
+  const latency_tracker tracker(plain().window(max).min_samples(max).percentile(100));
+  BOOST_TEST(tracker.options().window() == max);
+  tracker.record(5ms);
+  BOOST_TEST((tracker.current() == 1s), "still the initial limit: 1 sample of 65536");
+  BOOST_TEST(tracker.stats().samples == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(options_are_values) {
   const auto a = latency_tracker_options{}.window(7);
   const auto b = a.window(3).min_samples(2);

@@ -5,9 +5,9 @@
 //   resilience::delay_sequence seq{b};
 //   auto d = seq.next(resilience::random_source{});  // d.nominal, d.actual
 //
-// Pure value types with no I/O. Every constructor validates and throws
-// std::invalid_argument naming the bad field. Delays never overflow: at any
-// retry number the nominal delay saturates at the cap.
+// Pure value types with no I/O. Every factory and with_jitter() validate and
+// throw std::invalid_argument naming the bad field. Delays never overflow: at
+// any retry number the nominal delay saturates at the cap.
 //
 // Jitter spreads clients apart:
 //   none            the nominal delay.
@@ -22,7 +22,16 @@
 //                   t in [n, n+1), scaled so the median first delay is `base`.
 //                   Once it reaches the cap it draws uniformly in [cap/2, cap].
 // The decorrelated kinds use only the backoff's first delay and its cap;
-// their growth comes from the formula, not from the backoff's shape.
+// their growth comes from the formula, not from the backoff's shape. Both
+// grow from the first delay, so a schedule that starts at zero
+// (constant(0), linear(0, ...)) would never wait: with_jitter() rejects that
+// pair, naming the first delay's field ("delay" or "initial").
+//
+// Extremes: zero delays are allowed (a zero wait yields), and so are delays
+// up to duration::max() and no_cap; factor 1 is a constant schedule, and any
+// factor, however large, saturates at the cap. Negative durations, a cap
+// below the first delay, exponential(0) and a factor below 1, NaN or
+// infinite throw.
 #pragma once
 
 #include <resilience/random.hpp>
@@ -52,12 +61,10 @@ class backoff {
   static backoff exponential(duration base, double factor = 2.0,
                              duration cap = std::chrono::minutes(1));
 
-  // A copy with another jitter; the default is jitter::none.
-  backoff with_jitter(jitter j) const noexcept {
-    backoff b = *this;
-    b.jitter_ = j;
-    return b;
-  }
+  // A copy with another jitter; the default is jitter::none. Throws
+  // std::invalid_argument for a value outside the enum, or a decorrelated
+  // kind on a schedule whose first delay is zero (see above).
+  backoff with_jitter(jitter j) const;
 
   // The delay before retry number `retry` (1 = the first retry), before
   // jitter. Saturates at the cap; never overflows.
