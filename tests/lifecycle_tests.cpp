@@ -370,6 +370,40 @@ BOOST_AUTO_TEST_CASE(a_temporary_deadline_stage) {
   BOOST_TEST((*done.value == resilience::error::deadline_exceeded));
 }
 
+BOOST_AUTO_TEST_CASE(a_temporary_adaptive_timeout_stage) {
+  asio::io_context io;
+  manual_clock clock;
+  completion<error_code> done;
+  auto call = resilience::adaptive_timeout(resilience::latency_tracker{
+                                               resilience::latency_tracker_options{}.bounds(10ms, 1s).initial(100ms)})
+                  .clock(clock)([&]() -> asio::awaitable<error_code> {
+                    auto timer = clock.make_timer(co_await asio::this_coro::executor);
+                    timer.expires_after(1s);
+                    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+                    co_return ec;
+                  });
+  spawn(io, std::move(call), done);
+  clock.run(io);
+  BOOST_TEST(done.times == 1);
+  BOOST_TEST((*done.value == resilience::error::timeout));
+}
+
+BOOST_AUTO_TEST_CASE(a_temporary_pipeline) {
+  asio::io_context io;
+  manual_clock clock;
+  completion<error_code> done;
+  int calls = 0;
+  auto call = resilience::pipeline(retry_policy{}.max_attempts(2).backoff(backoff::constant(10ms)).clock(clock),
+                                   resilience::timeout(100ms).clock(clock))([&]() -> asio::awaitable<error_code> {
+    ++calls;
+    co_return reset;
+  });
+  spawn(io, std::move(call), done);
+  clock.run(io);
+  BOOST_TEST(done.times == 1);
+  BOOST_TEST(calls == 2);
+}
+
 BOOST_AUTO_TEST_CASE(a_temporary_policy_run_as_a_stage) {
   asio::io_context io;
   manual_clock clock;

@@ -307,13 +307,22 @@ class basic_adaptive_timeout {
   boost::asio::cancellation_type cancellation_type() const noexcept { return type_; }
   const Clock& clock() const noexcept { return clock_; }
 
-  // The stage interface.
+  // The stage interface. The awaitable refers to this stage, which must
+  // outlive it; a temporary stage is moved into the call instead.
   template <class Op>
-  auto run(Op op, const context& parent = {}) const;
+  auto run(Op op, const context& parent = {}) const&;
+  template <class Op>
+  auto run(Op op, const context& parent = {}) && {
+    return detail::run_owning(std::move(*this), std::move(op), parent);
+  }
 
   template <class Op>
-  auto operator()(Op op, const context& parent = {}) const {
+  auto operator()(Op op, const context& parent = {}) const& {
     return run(std::move(op), parent);
+  }
+  template <class Op>
+  auto operator()(Op op, const context& parent = {}) && {
+    return std::move(*this).run(std::move(op), parent);
   }
 
  private:
@@ -373,7 +382,7 @@ boost::asio::awaitable<T, Executor> run_adaptive(Op op, context ctx, const Stage
 
 template <class Clock>
 template <class Op>
-auto basic_adaptive_timeout<Clock>::run(Op op, const context& parent) const {
+auto basic_adaptive_timeout<Clock>::run(Op op, const context& parent) const& {
   return detail::run_adaptive<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), parent, this);
 }
 
