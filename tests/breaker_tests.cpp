@@ -11,10 +11,15 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <limits>
+#include <memory>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <stdexcept>
@@ -774,6 +779,684 @@ BOOST_AUTO_TEST_CASE(stress_invariants) {
   }
   BOOST_TEST((state == m.state));
   if (m.state == circuit_state::half_open) BOOST_TEST(m.probes_in_flight == 0u, "every permit came back");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// -- state that must stay right however long a breaker lives --
+
+namespace {
+
+// A clock that reads whatever it is set to, backwards and negative included.
+struct settable_clock {
+  std::shared_ptr<std::atomic<duration::rep>> ticks = std::make_shared<std::atomic<duration::rep>>(0);
+  time_point now() const noexcept { return time_point(duration(ticks->load())); }
+  void set(time_point t) const { ticks->store(t.time_since_epoch().count()); }
+  template <class Executor>
+  asio::steady_timer make_timer(const Executor& ex) const {
+    return asio::steady_timer(ex);
+  }
+};
+
+constexpr duration years(int n) { return std::chrono::hours(24 * 365) * n; }
+
+// Options of the wrap tests: 3 failures in a row open it for 1 s; one probe
+// success closes it; a probe hangs for 10 s at most.
+breaker_options plain() {
+  return breaker_options{}
+      .consecutive_failures(3)
+      .no_failure_ratio()
+      .count_window(1)
+      .minimum_calls(1)
+      .open_duration(1s)
+      .half_open_limit(10s);
+}
+
+// Trips `b`, then checks that the break lasts exactly 1 s and a probe closes it.
+template <class Breaker, class Advance>
+void trips_and_recovers(Breaker& b, Advance advance) {
+  for (int i = 0; i < 3; ++i) b.try_acquire().record_failure();
+  BOOST_REQUIRE(name(b.state()) == "open");
+  BOOST_TEST((b.time_until_probe() == 1s));
+  advance(999ms);
+  auto early = b.try_acquire();
+  BOOST_TEST(!early, "the break lasts open_duration");
+  BOOST_TEST((early.retry_after() == 1ms));
+  advance(1ms);
+  auto probe = b.try_acquire();
+  BOOST_TEST(probe.is_probe(), "and ends after it");
+  probe.record_success();
+  BOOST_TEST(name(b.state()) == "closed");
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(breaker_wraparound)
+
+BOOST_AUTO_TEST_CASE(any_number_of_transitions) {
+  // Runs of reset() publish no deadline, so the last published one falls ever
+  // further behind; isolate() cycles publish one each time.
+  manual_clock clock;
+  breaker b(plain(), clock);
+  const auto advance = [&](duration d) { clock.advance(d); };
+  std::uint64_t transitions = 0;
+  for (int round = 0; round < 3; ++round) {
+    BOOST_TEST_CONTEXT("round " << round) {
+      b.isolate();
+      for (int i = 0; i < 40000; ++i) b.reset();
+      trips_and_recovers(b, advance);
+      for (int i = 0; i < 40000; ++i) {
+        b.isolate();
+        b.reset();
+      }
+      trips_and_recovers(b, advance);
+      transitions += 1 + 40000 + 3 + 80000 + 3;  // each trip: open, half_open, closed
+      BOOST_TEST(b.metrics().transitions == transitions);
+    }
+  }
+  // A hung probe still ends its half-open period after its limit.
+  b.isolate();
+  for (int i = 0; i < 70000; ++i) b.reset();
+  for (int i = 0; i < 3; ++i) fail(b);
+  clock.advance(1s);
+  auto hung = b.try_acquire();
+  BOOST_REQUIRE(hung.is_probe());
+  clock.advance(10s);
+  b.poll();
+  BOOST_TEST(name(b.state()) == "open");
+  hung.record_success();
+  BOOST_TEST(name(b.state()) == "open", "the hung probe's period is over");
+}
+
+BOOST_AUTO_TEST_CASE(open_and_half_open_cycles) {
+  // 100k breaks in a row, each ended by a failed probe.
+  manual_clock clock;
+  breaker b(plain(), clock);
+  for (int i = 0; i < 3; ++i) fail(b);
+  for (int i = 0; i < 100000; ++i) {
+    clock.advance(1s);
+    auto probe = b.try_acquire();
+    BOOST_REQUIRE(probe.is_probe());
+    probe.record_failure();
+  }
+  BOOST_TEST(b.metrics().transitions == 200001u);
+  BOOST_TEST(name(b.state()) == "open");
+  BOOST_TEST((b.time_until_probe() == 1s));
+  clock.advance(1s);
+  succeed(b);
+  BOOST_TEST(name(b.state()) == "closed");
+}
+
+BOOST_AUTO_TEST_CASE(twenty_years_on) {
+  manual_clock clock;
+  breaker b(plain(), clock);
+  clock.advance(years(20));
+  trips_and_recovers(b, [&](duration d) { clock.advance(d); });
+  // The half-open limit too.
+  for (int i = 0; i < 3; ++i) fail(b);
+  clock.advance(1s);
+  auto hung = b.try_acquire();
+  BOOST_REQUIRE(hung.is_probe());
+  clock.advance(9s);
+  b.poll();
+  BOOST_TEST(name(b.state()) == "half_open");
+  clock.advance(1s);
+  b.poll();
+  BOOST_TEST(name(b.state()) == "open");
+}
+
+BOOST_AUTO_TEST_CASE(near_the_end_of_time) {
+  manual_clock clock;
+  breaker b(plain(), clock);
+  clock.advance_to(time_point::max() - 1h);
+  trips_and_recovers(b, [&](duration d) { clock.advance(d); });
+
+  // A break that would end past time_point::max() ends when the clock gets there.
+  clock.advance_to(time_point::max() - 500ms);
+  for (int i = 0; i < 3; ++i) fail(b);
+  BOOST_TEST((b.time_until_probe() == 500ms));
+  clock.advance(499ms);
+  BOOST_TEST(!b.try_acquire());
+  clock.advance(1s);  // saturates at time_point::max()
+  BOOST_REQUIRE((clock.now() == time_point::max()));
+  auto probe = b.try_acquire();
+  BOOST_TEST(probe.is_probe());
+  probe.record_success();
+  BOOST_TEST(name(b.state()) == "closed");
+}
+
+BOOST_AUTO_TEST_CASE(a_clock_far_from_zero_at_construction) {
+  for (const time_point start : {time_point::max() - 1h, time_point(years(200)), time_point::min() + 1h}) {
+    BOOST_TEST_CONTEXT("start " << start.time_since_epoch().count()) {
+      settable_clock clock;
+      clock.set(start);
+      const auto advance = [&](duration d) { clock.set(clock.now() + d); };
+      resilience::basic_circuit_breaker<settable_clock> counted(plain(), clock);
+      trips_and_recovers(counted, advance);
+
+      resilience::basic_circuit_breaker<settable_clock> timed(
+          breaker_options{}.time_window(10s, 10).failure_ratio(0.5).minimum_calls(4).open_duration(1s), clock);
+      timed.try_acquire().record_failure();
+      timed.try_acquire().record_failure();
+      advance(5s);
+      BOOST_TEST(timed.metrics().calls == 2u);
+      advance(5s);
+      BOOST_TEST(timed.metrics().calls == 0u, "the slice expired");
+      for (int i = 0; i < 3; ++i) timed.try_acquire().record_failure();
+      BOOST_TEST(name(timed.state()) == "closed");
+      timed.try_acquire().record_failure();
+      BOOST_TEST(name(timed.state()) == "open");
+      BOOST_TEST((timed.time_until_probe() == 1s));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_clock_that_jumps_across_its_whole_range) {
+  // Differences of these readings overflow 64 bits: none may be computed raw.
+  settable_clock clock;
+  clock.set(time_point::min() + 1h);
+  resilience::basic_circuit_breaker<settable_clock> b(plain().slow_calls(1s, 1.0).time_window(1min, 6), clock);
+  auto slow = b.try_acquire();
+  clock.set(time_point::max() - 1h);
+  slow.record_success();
+  BOOST_TEST(b.metrics().slow_calls == 1u, "it took almost forever");
+  BOOST_TEST(b.metrics().calls == 1u);
+  BOOST_REQUIRE(name(b.state()) == "open");
+  clock.set(time_point::min());  // backwards: the break is not over
+  BOOST_TEST(!b.try_acquire());
+  BOOST_TEST((b.time_until_probe() == duration::max()), "(max - 1h + 1s) - min, clamped");
+  clock.set(time_point::max());
+  auto probe = b.try_acquire();
+  BOOST_TEST(probe.is_probe());
+  probe.record_success();
+  BOOST_TEST(name(b.state()) == "closed");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// -- extreme values --
+
+namespace {
+
+// Drives a breaker through every state on a clock that ends near the end of
+// time, checking what must hold whatever the options. Bounded: it cannot hang.
+void exercise(const breaker_options& options) {
+  manual_clock clock;
+  breaker b(options, clock);
+  const auto check = [&] {
+    const auto m = b.metrics();
+    BOOST_TEST(m.failures <= m.calls);
+    BOOST_TEST(m.slow_calls <= m.calls);
+    BOOST_TEST(m.probes_in_flight <= options.half_open_permits());
+    BOOST_TEST((m.time_until_probe >= duration::zero()));
+    if (m.state != circuit_state::open && m.state != circuit_state::isolated)
+      BOOST_TEST((m.time_until_probe == duration::zero()));
+    BOOST_TEST(std::string(resilience::to_string(m.state)) != "unknown");
+  };
+  const auto calls = [&](int n, duration each) {
+    for (int i = 0; i < n; ++i) {
+      auto p = b.try_acquire();
+      if (!p) {
+        BOOST_TEST((p.retry_after() >= duration::zero()));
+        continue;
+      }
+      clock.advance(each);
+      p.record(i % 3 != 2);
+      check();
+    }
+  };
+  for (const duration step : {duration(1), duration(1ms), duration(1s), duration(1h), years(1)}) {
+    calls(40, step);
+    b.poll();
+    check();
+    clock.advance(step);
+    b.poll();
+    calls(8, duration::zero());
+  }
+  clock.advance_to(time_point::max() - 1s);
+  calls(40, 1ms);
+  clock.advance(duration::max());
+  b.poll();
+  calls(8, duration::zero());
+  check();
+  for (auto manual : {&breaker::isolate, &breaker::reset, &breaker::metrics_only, &breaker::disable, &breaker::reset}) {
+    (b.*manual)();
+    calls(8, duration::zero());
+    check();
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(breaker_extremes)
+
+// Each field at 0, 1, its maximum and (where the type allows) negative: it
+// throws std::invalid_argument naming the field, when set or when the breaker
+// is built, or it is accepted and a breaker runs sanely with it.
+BOOST_AUTO_TEST_CASE(every_field_at_its_extremes) {
+  using o = breaker_options;
+  constexpr auto u32max = std::numeric_limits<std::uint32_t>::max();
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  constexpr double tiny = std::numeric_limits<double>::denorm_min();
+  const duration dmax = duration::max(), dmin = duration::min(), tick{1};
+  const auto gen = [](duration d) { return o::duration_generator([d](std::uint32_t) { return d; }); };
+  struct row {
+    const char* field;  // named by the exception, or empty: accepted
+    std::function<o(const o&)> set;
+    const char* what;
+  };
+  const row rows[] = {
+      {"consecutive_failures", [](const o& x) { return x.consecutive_failures(0); }, "0"},
+      {"", [](const o& x) { return x.consecutive_failures(1); }, "1"},
+      {"", [&](const o& x) { return x.consecutive_failures(u32max); }, "max"},
+      {"failure_ratio", [](const o& x) { return x.failure_ratio(0); }, "0"},
+      {"", [&](const o& x) { return x.failure_ratio(tiny); }, "denorm_min"},
+      {"", [](const o& x) { return x.failure_ratio(1); }, "1"},
+      {"failure_ratio", [](const o& x) { return x.failure_ratio(std::numeric_limits<double>::max()); }, "max"},
+      {"failure_ratio", [](const o& x) { return x.failure_ratio(-1); }, "-1"},
+      {"failure_ratio", [&](const o& x) { return x.failure_ratio(nan); }, "nan"},
+      {"failure_ratio", [&](const o& x) { return x.failure_ratio(inf); }, "inf"},
+      {"slow_calls", [](const o& x) { return x.slow_calls(duration::zero(), 0.5); }, "threshold 0"},
+      {"", [&](const o& x) { return x.slow_calls(tick, 0.5); }, "threshold 1"},
+      {"", [&](const o& x) { return x.slow_calls(dmax, 0.5); }, "threshold max"},
+      {"slow_calls", [&](const o& x) { return x.slow_calls(-tick, 0.5); }, "threshold -1"},
+      {"slow_calls", [&](const o& x) { return x.slow_calls(dmin, 0.5); }, "threshold min"},
+      {"slow_calls", [](const o& x) { return x.slow_calls(1s, 0); }, "ratio 0"},
+      {"", [&](const o& x) { return x.slow_calls(tick, tiny); }, "ratio denorm_min"},
+      {"", [](const o& x) { return x.slow_calls(1ms, 1); }, "ratio 1"},
+      {"slow_calls", [&](const o& x) { return x.slow_calls(1s, nan); }, "ratio nan"},
+      {"slow_calls", [](const o& x) { return x.slow_calls(1s, -0.5); }, "ratio -0.5"},
+      {"count_window", [](const o& x) { return x.count_window(0); }, "0"},
+      {"", [](const o& x) { return x.count_window(1); }, "1"},
+      {"", [](const o& x) { return x.count_window(o::max_count_window); }, "max_count_window"},
+      {"count_window", [](const o& x) { return x.count_window(o::max_count_window + 1); }, "max_count_window + 1"},
+      {"count_window", [&](const o& x) { return x.count_window(u32max); }, "max"},
+      {"time_window", [](const o& x) { return x.time_window(duration::zero()); }, "span 0"},
+      {"", [&](const o& x) { return x.time_window(tick); }, "span 1"},
+      {"", [&](const o& x) { return x.time_window(dmax); }, "span max"},
+      {"time_window", [&](const o& x) { return x.time_window(-tick); }, "span -1"},
+      {"time_window", [&](const o& x) { return x.time_window(dmin); }, "span min"},
+      {"time_window", [](const o& x) { return x.time_window(1s, 0); }, "buckets 0"},
+      {"", [](const o& x) { return x.time_window(1s, 1); }, "buckets 1"},
+      {"", [&](const o& x) { return x.time_window(dmax, o::max_buckets); }, "span max, max_buckets"},
+      {"", [&](const o& x) { return x.time_window(dmax, 1); }, "span max, buckets 1"},
+      {"time_window", [](const o& x) { return x.time_window(1s, o::max_buckets + 1); }, "max_buckets + 1"},
+      {"time_window", [&](const o& x) { return x.time_window(1s, u32max); }, "buckets max"},
+      {"time_window", [&](const o& x) { return x.time_window(tick, 2); }, "less than a tick per bucket"},
+      {"minimum_calls", [](const o& x) { return x.minimum_calls(0); }, "0"},
+      {"", [](const o& x) { return x.minimum_calls(1); }, "1"},
+      {"", [](const o& x) { return x.minimum_calls(o::max_count_window); }, "max_count_window"},
+      {"minimum_calls", [&](const o& x) { return x.minimum_calls(u32max); }, "max, count window"},
+      {"", [&](const o& x) { return x.minimum_calls(u32max).time_window(1min); }, "max, time window"},
+      {"", [](const o& x) { return x.open_duration(duration::zero()); }, "0"},
+      {"", [&](const o& x) { return x.open_duration(tick); }, "1"},
+      {"", [&](const o& x) { return x.open_duration(dmax); }, "max"},
+      {"", [&](const o& x) { return x.open_duration(dmax - tick); }, "max - 1"},
+      {"open_duration", [&](const o& x) { return x.open_duration(-tick); }, "-1"},
+      {"open_duration", [&](const o& x) { return x.open_duration(dmin); }, "min"},
+      {"open_duration", [](const o& x) { return x.open_duration(o::duration_generator{}); }, "empty generator"},
+      {"", [&](const o& x) { return x.open_duration(gen(duration::zero())); }, "generator 0"},
+      {"", [&](const o& x) { return x.open_duration(gen(dmax)); }, "generator max"},
+      {"", [&](const o& x) { return x.open_duration(gen(dmax / 2)); }, "generator max / 2"},
+      {"", [&](const o& x) { return x.open_duration(gen(-tick)); }, "generator -1"},
+      {"", [&](const o& x) { return x.open_duration(gen(dmin)); }, "generator min"},
+      {"half_open_permits", [](const o& x) { return x.half_open_permits(0); }, "0"},
+      {"", [](const o& x) { return x.half_open_permits(1); }, "1"},
+      {"", [](const o& x) { return x.half_open_permits(o::max_permits); }, "max_permits"},
+      {"half_open_permits", [](const o& x) { return x.half_open_permits(o::max_permits + 1); }, "max_permits + 1"},
+      {"half_open_permits", [&](const o& x) { return x.half_open_permits(u32max); }, "max"},
+      {"successes_to_close", [](const o& x) { return x.successes_to_close(0); }, "0"},
+      {"", [](const o& x) { return x.successes_to_close(1); }, "1"},
+      {"", [](const o& x) { return x.successes_to_close(o::max_permits); }, "max_permits"},
+      {"successes_to_close", [](const o& x) { return x.successes_to_close(o::max_permits + 1); }, "max_permits + 1"},
+      {"successes_to_close", [&](const o& x) { return x.successes_to_close(u32max); }, "max"},
+      {"half_open_limit", [](const o& x) { return x.half_open_limit(duration::zero()); }, "0"},
+      {"", [&](const o& x) { return x.half_open_limit(tick); }, "1"},
+      {"", [&](const o& x) { return x.half_open_limit(dmax); }, "max"},
+      {"half_open_limit", [&](const o& x) { return x.half_open_limit(-tick); }, "-1"},
+      {"half_open_limit", [&](const o& x) { return x.half_open_limit(dmin); }, "min"},
+  };
+  // Two bases: the defaults, and one that trips on anything.
+  const o bases[] = {o{}, o{}.consecutive_failures(1).open_duration(1s)};
+  for (const row& r : rows) {
+    for (const o& base : bases) {
+      BOOST_TEST_CONTEXT((*r.field ? r.field : "accepted") << ": " << r.what << (&base == bases ? "" : ", tripping")) {
+        try {
+          const o options = r.set(base);
+          exercise(options);
+          BOOST_TEST(r.field[0] == '\0', "accepted");
+        } catch (const std::invalid_argument& e) {
+          BOOST_TEST(r.field[0] != '\0', "rejected: " << e.what());
+          BOOST_TEST(std::string(e.what()).find(r.field) != std::string::npos, e.what());
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_endless_break) {
+  manual_clock clock;
+  std::vector<resilience::state_change> changes;
+  breaker b(plain().open_duration(duration::max()).on_state_change(
+                [&](const resilience::state_change& e) { changes.push_back(e); }),
+            clock);
+  clock.advance(1h);
+  for (int i = 0; i < 3; ++i) fail(b);
+  BOOST_REQUIRE(name(b.state()) == "open");
+  BOOST_TEST((changes.back().open_for == duration::max()));
+  BOOST_TEST((b.time_until_probe() == duration::max()));
+  clock.advance(years(100));
+  BOOST_TEST((b.time_until_probe() == duration::max()), "still forever");
+  clock.advance_to(time_point::max());
+  b.poll();
+  auto r = b.try_acquire();
+  BOOST_TEST(!r);
+  BOOST_TEST((r.retry_after() == duration::max()));
+  BOOST_TEST(name(b.state()) == "open");
+  BOOST_TEST(changes.size() == 1u, "no half-open, ever");
+  b.reset();
+  succeed(b);
+}
+
+BOOST_AUTO_TEST_CASE(an_endless_half_open_period) {
+  manual_clock clock;
+  breaker b(plain().half_open_limit(duration::max()), clock);
+  for (int i = 0; i < 3; ++i) fail(b);
+  clock.advance(1s);
+  auto hung = b.try_acquire();
+  BOOST_REQUIRE(hung.is_probe());
+  clock.advance_to(time_point::max());
+  b.poll();
+  BOOST_TEST(!b.try_acquire());
+  BOOST_TEST(name(b.state()) == "half_open", "no limit: the probe may take forever");
+  hung.record_success();
+  BOOST_TEST(name(b.state()) == "closed");
+}
+
+BOOST_AUTO_TEST_CASE(what_a_generator_returns) {
+  struct row {
+    duration returned;
+    duration expected;  // time_until_probe right after opening
+  };
+  const row rows[] = {
+      {-1s, duration::zero()},
+      {duration::min(), duration::zero()},
+      {duration::zero(), duration::zero()},
+      {duration::max() / 2, duration::max() / 2},
+      {duration::max() - duration(1), duration::max() - duration(1)},
+      {duration::max(), duration::max()},
+  };
+  for (const row& r : rows) {
+    BOOST_TEST_CONTEXT("generator returns " << r.returned.count()) {
+      manual_clock clock;
+      breaker b(plain().open_duration([&](std::uint32_t) { return r.returned; }), clock);
+      for (int i = 0; i < 3; ++i) fail(b);
+      BOOST_TEST((b.time_until_probe() == r.expected));
+      clock.advance(r.expected);
+      auto p = b.try_acquire();
+      BOOST_TEST(static_cast<bool>(p) == (r.expected != duration::max()));
+      BOOST_TEST(p.is_probe() == (r.expected != duration::max()));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_slow_call_threshold_of_forever) {
+  manual_clock clock;
+  breaker b(breaker_options{}.no_failure_ratio().slow_calls(duration::max(), 0.5).count_window(2), clock);
+  auto p = b.try_acquire();
+  clock.advance(years(200));
+  p.record_success();
+  BOOST_TEST(b.metrics().slow_calls == 0u, "200 years is not forever");
+  BOOST_TEST(name(b.state()) == "closed");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// -- defaults that yield to what is set --
+
+BOOST_AUTO_TEST_SUITE(breaker_defaults)
+
+BOOST_AUTO_TEST_CASE(an_unset_minimum_yields_to_a_small_count_window) {
+  const auto options = breaker_options{}.count_window(10);
+  BOOST_TEST(options.minimum_calls() == 10u);
+  manual_clock clock;
+  breaker b(options, clock);
+  fail(b, 4);
+  for (int i = 0; i < 5; ++i) succeed(b);
+  BOOST_TEST(name(b.state()) == "closed", "9 calls");
+  fail(b);
+  BOOST_TEST(name(b.state()) == "open", "5 of 10 failed");
+}
+
+BOOST_AUTO_TEST_CASE(an_unset_count_window_grows_to_the_minimum) {
+  const auto options = breaker_options{}.minimum_calls(500);
+  BOOST_TEST(options.count_window() == 500u);
+  manual_clock clock;
+  breaker b(options, clock);
+  fail(b, 499);
+  BOOST_TEST(name(b.state()) == "closed");
+  fail(b);
+  BOOST_TEST(name(b.state()) == "open");
+  BOOST_TEST(breaker_options{}.minimum_calls(5).count_window() == 100u);
+  BOOST_TEST(breaker_options{}.time_window(1min).minimum_calls() == 20u);
+}
+
+BOOST_AUTO_TEST_CASE(an_unset_bucket_count_yields_to_a_short_span) {
+  BOOST_TEST(breaker_options{}.time_window(duration(5)).buckets() == 5u);
+  BOOST_TEST(breaker_options{}.time_window(1s).buckets() == 10u);
+  BOOST_CHECK_THROW(breaker_options{}.time_window(duration(5), 10), std::invalid_argument);
+}
+
+// Whatever the order of the setters, the same combinations are accepted.
+BOOST_AUTO_TEST_CASE(setter_order_does_not_matter) {
+  using o = breaker_options;
+  using setter = std::function<o(const o&)>;
+  const setter cw10 = [](const o& x) { return x.count_window(10); };
+  const setter mc10 = [](const o& x) { return x.minimum_calls(10); };
+  const setter mc50 = [](const o& x) { return x.minimum_calls(50); };
+  const setter tw = [](const o& x) { return x.time_window(1min); };
+  const setter mc_huge = [](const o& x) { return x.minimum_calls(o::max_count_window + 1); };
+  const setter permits1 = [](const o& x) { return x.half_open_permits(1); };
+  const setter close3 = [](const o& x) { return x.successes_to_close(3); };
+  const setter none = [](const o& x) { return x; };
+  struct row {
+    const char* what;
+    setter base;                  // applied first
+    std::vector<setter> setters;  // then these, in every order
+    bool accepted;
+  };
+  const row rows[] = {
+      {"count_window 10, minimum_calls 50", none, {cw10, mc50}, false},
+      {"count_window 10, minimum_calls 10", none, {cw10, mc10}, true},
+      {"a count window of 10 replaced by a time window, minimum_calls 50", cw10, {mc50, tw}, true},
+      {"minimum_calls 50, time window", none, {mc50, tw}, true},
+      {"minimum_calls past any count window", none, {mc_huge}, false},
+      {"minimum_calls past any count window, time window", none, {mc_huge, tw}, true},
+      {"1 probe at a time, 3 successes to close", none, {permits1, close3}, true},
+  };
+  for (const row& r : rows) {
+    std::vector<std::size_t> order(r.setters.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    do {
+      std::string sequence;
+      for (std::size_t i : order) sequence += std::to_string(i);
+      BOOST_TEST_CONTEXT(r.what << ", order " << sequence) {
+        bool accepted = true;
+        try {
+          o options = r.base(o{});
+          for (std::size_t i : order) options = r.setters[i](options);
+          breaker b(options, manual_clock{});
+        } catch (const std::invalid_argument& e) {
+          accepted = false;
+          BOOST_TEST(std::string(e.what()).find("minimum_calls") != std::string::npos, e.what());
+        }
+        BOOST_TEST(accepted == r.accepted);
+      }
+    } while (std::next_permutation(order.begin(), order.end()));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(more_successes_to_close_than_probes_at_a_time) {
+  manual_clock clock;
+  breaker b(plain().half_open_permits(1).successes_to_close(3), clock);
+  for (int i = 0; i < 3; ++i) fail(b);
+  clock.advance(1s);
+  for (int i = 0; i < 3; ++i) {
+    auto probe = b.try_acquire();
+    BOOST_REQUIRE(probe.is_probe());
+    BOOST_TEST(name(b.state()) == "half_open");
+    BOOST_TEST(!b.try_acquire(), "one at a time");
+    probe.record_success();
+  }
+  BOOST_TEST(name(b.state()) == "closed");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// -- shutdown --
+
+BOOST_AUTO_TEST_SUITE(breaker_shutdown)
+
+// A probe admitted through the stage, its op suspended forever, then the
+// io_context destroyed: the frame goes without resuming, and its permit's
+// destructor gives the probe slot back.
+BOOST_AUTO_TEST_CASE(a_destroyed_context_gives_probe_permits_back) {
+  struct row {
+    const char* what;
+    bool manual_timer;
+    std::uint32_t probes;
+  };
+  const row rows[] = {{"manual_clock timer", true, 1}, {"asio timer", false, 1}, {"3 probes", true, 3}};
+  for (const row& r : rows) {
+    BOOST_TEST_CONTEXT(r.what) {
+      manual_clock clock;
+      breaker b(plain().half_open_permits(r.probes), clock);
+      for (int i = 0; i < 3; ++i) fail(b);
+      clock.advance(1s);
+      int started = 0;
+      const auto forever = [&]() -> asio::awaitable<int> {
+        ++started;
+        if (r.manual_timer) {
+          auto t = clock.make_timer(co_await asio::this_coro::executor);
+          t.expires_after(duration::max());
+          co_await t.async_wait(asio::use_awaitable);
+        } else {
+          asio::steady_timer t(co_await asio::this_coro::executor, 24h);
+          co_await t.async_wait(asio::use_awaitable);
+        }
+        co_return 1;
+      };
+      std::vector<completion<int>> done(r.probes);
+      {
+        asio::io_context io;
+        for (auto& d : done) spawn(io, b(forever), d);
+        io.poll();
+        BOOST_TEST(started == static_cast<int>(r.probes));
+        BOOST_TEST(b.metrics().probes_in_flight == r.probes);
+        BOOST_TEST(!b.try_acquire(), "every probe permit is taken");
+      }
+      for (const auto& d : done) BOOST_TEST(!d.done(), "destroyed, not resumed");
+      BOOST_TEST(name(b.state()) == "half_open");
+      BOOST_TEST(b.metrics().probes_in_flight == 0u);
+      auto next = b.try_acquire();
+      BOOST_TEST(next.is_probe(), "a new call is admitted as a probe");
+      next.record_success();
+      BOOST_TEST(name(b.state()) == "closed");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(breaker_manual_control_races)
+
+// Callers on two threads while a third isolates, resets and polls at random
+// and moves virtual time. Checked: at most N probes per half-open period,
+// events that chain from -> to in sequence order, no more events than
+// transitions, and every probe permit back at the end.
+BOOST_AUTO_TEST_CASE(calls_race_manual_control) {
+  constexpr std::uint32_t permits = 2;
+  manual_clock clock;
+  std::mutex mutex;  // the test's own bookkeeping only
+  std::vector<resilience::state_change> changes;
+  std::array<std::atomic<int>, 4096> in_period{};
+  std::atomic<int> over_limit{0};
+  std::atomic<int> probes_seen{0};
+  std::atomic<bool> stop{false};
+  breaker b(breaker_options{}
+                .consecutive_failures(2)
+                .count_window(16)
+                .minimum_calls(4)
+                .open_duration(1ms)
+                .half_open_permits(permits)
+                .successes_to_close(2)
+                .half_open_limit(5ms)
+                .on_state_change([&](const resilience::state_change& e) {
+                  std::lock_guard lock(mutex);
+                  changes.push_back(e);
+                }),
+            clock);
+
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 2; ++t) {
+    callers.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<unsigned>(t) + 7);
+      std::uniform_int_distribution<int> pick(0, 99);
+      for (int i = 0; i < 30000; ++i) {
+        auto p = b.try_acquire();
+        if (!p) continue;
+        auto& slot = in_period[p.sequence() % in_period.size()];
+        if (p.is_probe()) probes_seen.fetch_add(1);
+        if (p.is_probe() && slot.fetch_add(1) + 1 > static_cast<int>(permits)) over_limit.fetch_add(1);
+        const int roll = pick(rng);
+        if (p.is_probe()) slot.fetch_sub(1);
+        if (roll < 40) {
+          p.record_failure();
+        } else if (roll < 90) {
+          p.record_success();
+        } else {
+          p.release();
+        }
+      }
+    });
+  }
+  std::thread control([&] {
+    std::mt19937 rng(99);
+    std::uniform_int_distribution<int> pick(0, 99);
+    while (!stop.load()) {
+      const int roll = pick(rng);
+      if (roll < 2) {
+        b.isolate();
+      } else if (roll < 6) {
+        b.reset();
+      } else if (roll < 30) {
+        b.poll();
+      } else if (roll < 60) {
+        clock.advance(500us);
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  });
+  for (auto& c : callers) c.join();
+  stop.store(true);
+  control.join();
+
+  BOOST_TEST(over_limit.load() == 0);
+  const auto m = b.metrics();
+  BOOST_TEST_MESSAGE("transitions " << m.transitions << ", events " << changes.size() << ", probes "
+                                    << probes_seen.load());
+  BOOST_TEST(changes.size() <= m.transitions);
+  std::sort(changes.begin(), changes.end(), [](const auto& a, const auto& c) { return a.sequence < c.sequence; });
+  circuit_state state = circuit_state::closed;
+  for (std::size_t i = 0; i < changes.size(); ++i) {
+    if (i > 0) BOOST_TEST(changes[i].sequence > changes[i - 1].sequence, "each transition once");
+    BOOST_TEST((changes[i].from == state), "transition " << changes[i].sequence << " starts where the last ended");
+    state = changes[i].to;
+  }
+  BOOST_TEST((state == m.state));
+  BOOST_TEST(m.probes_in_flight == 0u, "every permit came back");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,6 +1,7 @@
 // The circuit breaker's closed-state admit + record, on one thread and with
 // two threads contending for one breaker, against a std::mutex breaker that
-// keeps the same books; and the stage's cost around a bare co_await.
+// keeps the same books; an open breaker's rejection; and the stage's cost
+// around a bare co_await.
 #include "bench_support.hpp"
 
 #include <resilience/circuit_breaker.hpp>
@@ -113,6 +114,28 @@ void mutex_admit_record_2threads(benchmark::State& s) { mutex_admit_record(s); }
 void breaker_admit_record_mixed_2threads(benchmark::State& s) { breaker_admit_record_mixed(s); }
 void mutex_admit_record_mixed_2threads(benchmark::State& s) { mutex_admit_record_mixed(s); }
 
+// A dependency that is down: every call is rejected at once (an hour-long
+// break on the steady clock, so the clock is read on every call).
+resilience::circuit_breaker& open_breaker() {
+  static resilience::circuit_breaker b{
+      resilience::breaker_options{}.consecutive_failures(1).open_duration(std::chrono::hours(1))};
+  [[maybe_unused]] static const bool opened = [] {
+    b.try_acquire().record_failure();  // trips it
+    return true;
+  }();
+  return b;
+}
+void breaker_reject_open(benchmark::State& state) {
+  auto& b = open_breaker();
+  count_allocations(state, [&] {
+    for (auto _ : state) {
+      auto permit = b.try_acquire();
+      benchmark::DoNotOptimize(permit.retry_after());
+    }
+  });
+}
+void breaker_reject_open_2threads(benchmark::State& s) { breaker_reject_open(s); }
+
 void breaker_bare_co_await(benchmark::State& s) {
   drive(s, [] { return trivial_op(); });
 }
@@ -129,6 +152,8 @@ BENCHMARK(breaker_admit_record_2threads)->Threads(2)->UseRealTime();
 BENCHMARK(mutex_admit_record_2threads)->Threads(2)->UseRealTime();
 BENCHMARK(breaker_admit_record_mixed_2threads)->Threads(2)->UseRealTime();
 BENCHMARK(mutex_admit_record_mixed_2threads)->Threads(2)->UseRealTime();
+BENCHMARK(breaker_reject_open);
+BENCHMARK(breaker_reject_open_2threads)->Threads(2)->UseRealTime();
 BENCHMARK(breaker_bare_co_await);
 BENCHMARK(breaker_stage_success);
 

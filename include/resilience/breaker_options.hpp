@@ -1,0 +1,132 @@
+// resilience/breaker_options.hpp — the configuration of a circuit breaker.
+//
+//   using namespace std::chrono_literals;
+//   const auto options = resilience::breaker_options{}
+//                            .count_window(50)     // the last 50 calls...
+//                            .failure_ratio(0.5)   // ...half of them failed: open
+//                            .open_duration(5s);   // for 5 s, then let a probe through
+//   resilience::circuit_breaker breaker{options};
+//
+// A value type: each setter checks its input and returns a new copy; bad input
+// throws std::invalid_argument naming the field. A field left unset yields to
+// the fields that are set: count_window(10) alone lowers the minimum of calls
+// to 10. Two settings that contradict each other (minimum_calls(50) with
+// count_window(10)) throw std::invalid_argument when a breaker is built from
+// them: judged from the values in effect then, whatever the setters' order.
+//
+// Trip conditions (closed state; any one opens it):
+//   consecutive_failures(n)  n failures in a row;
+//   failure_ratio(r)         failures / calls >= r over the window;
+//   slow_calls(t, r)         calls that took >= t / calls >= r over the window.
+// The window is count_window(n) (the last n calls) or time_window(span,
+// buckets) (the calls of the last `span`, in `buckets` slices that expire
+// whole). Ratios are judged once the window holds minimum_calls() calls, when
+// a failed or slow call is recorded: a success never opens the breaker.
+#pragma once
+
+#include <resilience/breaker_state.hpp>
+#include <resilience/clock.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+namespace resilience {
+
+class breaker_options {
+ public:
+  // The break's length for the n-th consecutive opening (n >= 1; it starts
+  // again at 1 once the breaker closes). Must not throw; negative means zero,
+  // duration::max() a break that lasts until reset().
+  //   auto b = backoff::exponential(5s, 2.0, 5min);
+  //   options.open_duration([b, r = random_source{}](std::uint32_t n) {
+  //     return b.nominal(n) / 2 + b.nominal(n) * r.next_unit() / 2; });  // grows, capped, jittered
+  using duration_generator = std::function<duration(std::uint32_t)>;
+  enum class window_kind : std::uint8_t { count, time };
+
+  static constexpr std::uint32_t max_count_window = 1u << 20;
+  static constexpr std::uint32_t max_buckets = 1024;
+  static constexpr std::uint32_t max_permits = 0xffff;
+  static constexpr std::uint32_t default_count_window = 100;
+  static constexpr std::uint32_t default_minimum_calls = 20;
+  static constexpr std::uint32_t default_buckets = 10;
+
+  breaker_options() = default;
+
+  // -- trip conditions --
+  breaker_options consecutive_failures(std::uint32_t n) const;  // off by default
+  breaker_options failure_ratio(double ratio) const;            // in (0, 1]; 0.5 by default
+  breaker_options no_failure_ratio() const;
+  breaker_options slow_calls(duration threshold, double ratio) const;  // off by default
+  // Selects a count window of `calls` (1 to max_count_window), the default;
+  // unset, its size is 100, or minimum_calls() if that is set higher.
+  breaker_options count_window(std::uint32_t calls) const;
+  // Selects a time window. Without `buckets`: 10, or one per tick of a span
+  // shorter than 10 ticks.
+  breaker_options time_window(duration span) const;
+  breaker_options time_window(duration span, std::uint32_t buckets) const;
+  // Ratios are judged from this many calls in the window on. Unset: 20, or
+  // the count window's size if that is set lower. Set, a count window of
+  // unset size grows to it; one set smaller, or a value past max_count_window,
+  // makes building a breaker with a count window throw.
+  breaker_options minimum_calls(std::uint32_t n) const;
+
+  // -- open and half-open --
+  breaker_options open_duration(duration d) const;  // 10 s by default; duration::max(): until reset()
+  breaker_options open_duration(duration_generator g) const;
+  breaker_options half_open_permits(std::uint32_t n) const;   // probes at a time; 1 by default
+  breaker_options successes_to_close(std::uint32_t m) const;  // 1 by default
+  breaker_options half_open_limit(duration d) const;          // 60 s by default; duration::max() for none
+
+  // -- events: run on the calling thread, outside any lock; must not throw --
+  breaker_options on_state_change(std::function<void(const state_change&)> f) const;
+  breaker_options on_rejection(std::function<void(const rejection&)> f) const;
+
+  // -- reading: the values in effect, defaults resolved --
+  std::uint32_t consecutive_failures() const noexcept { return consecutive_failures_; }  // 0: off
+  std::optional<double> failure_ratio() const noexcept { return failure_ratio_; }
+  std::optional<double> slow_call_ratio() const noexcept { return slow_ratio_; }
+  duration slow_call_threshold() const noexcept { return slow_threshold_; }
+  window_kind window() const noexcept { return window_; }
+  std::uint32_t count_window() const noexcept {
+    if (count_window_set_) return count_window_;
+    if (minimum_calls_set_ && minimum_calls_ > default_count_window)
+      return minimum_calls_ < max_count_window ? minimum_calls_ : max_count_window;
+    return default_count_window;
+  }
+  duration time_window() const noexcept { return time_window_; }
+  std::uint32_t buckets() const noexcept { return buckets_; }
+  std::uint32_t minimum_calls() const noexcept {
+    if (minimum_calls_set_) return minimum_calls_;
+    if (window_ == window_kind::count && count_window() < default_minimum_calls) return count_window();
+    return default_minimum_calls;
+  }
+  duration open_duration(std::uint32_t opening) const;
+  std::uint32_t half_open_permits() const noexcept { return half_open_permits_; }
+  std::uint32_t successes_to_close() const noexcept { return successes_to_close_; }
+  duration half_open_limit() const noexcept { return half_open_limit_; }
+  const std::function<void(const state_change&)>& on_state_change() const noexcept { return on_state_change_; }
+  const std::function<void(const rejection&)>& on_rejection() const noexcept { return on_rejection_; }
+
+ private:
+  std::uint32_t consecutive_failures_ = 0;
+  std::optional<double> failure_ratio_ = 0.5;
+  std::optional<double> slow_ratio_;
+  duration slow_threshold_ = duration::max();
+  window_kind window_ = window_kind::count;
+  std::uint32_t count_window_ = default_count_window;
+  duration time_window_ = std::chrono::seconds(60);
+  std::uint32_t buckets_ = default_buckets;
+  std::uint32_t minimum_calls_ = default_minimum_calls;
+  bool count_window_set_ = false;
+  bool minimum_calls_set_ = false;
+  duration open_duration_ = std::chrono::seconds(10);
+  duration_generator open_generator_;
+  std::uint32_t half_open_permits_ = 1;
+  std::uint32_t successes_to_close_ = 1;
+  duration half_open_limit_ = std::chrono::seconds(60);
+  std::function<void(const state_change&)> on_state_change_;
+  std::function<void(const rejection&)> on_rejection_;
+};
+
+}  // namespace resilience

@@ -1,0 +1,184 @@
+// resilience/detail/breaker_core.hpp — the circuit breaker's state machine.
+//
+// Independent of the clock's type: compiled once in lib/circuit_breaker.cpp,
+// except the closed-state path (admit, record), inline here because every
+// call takes it.
+//
+// Representation:
+//   word_     the state (3 bits) and the epoch (61 bits): the number of
+//             transitions made so far. Read on every call, written only by
+//             transitions. A permit carries the epoch it was given in, so a
+//             record made for an earlier period (a call admitted before the
+//             breaker opened, a probe that outlived its half-open period) is
+//             recognised and dropped. 2^61 transitions would take centuries
+//             at one a nanosecond, so an epoch is never reused.
+//   phases_   the deadline of an open or half-open period, a whole time_point
+//             and a flag for "never", in the slot of its epoch's parity.
+//   probes_   probes in flight and probe successes of the half-open period.
+//
+// Transitions happen under mutex_, which nothing else takes: neither the
+// closed path nor open-state rejections nor probes wait for it. A transition
+// writes what its new period needs (its deadline in its slot, a fresh probe
+// count) before it stores word_, with release; a reader that loaded word_
+// with acquire finds them. The next transition writes the other slot, so the
+// current period's slot is never being rewritten: a reader that finds a slot
+// holding another epoch knows that word_ has moved on, and reads it again.
+//
+// probes_ is tagged with the low 32 bits of its period's epoch and changes by
+// compare-and-swap. A probe could be counted in the wrong period only if its
+// admission stalled across a multiple of 2^32 transitions; that period's
+// half-open limit would still end it.
+#pragma once
+
+#include <resilience/breaker_options.hpp>
+#include <resilience/breaker_state.hpp>
+#include <resilience/clock.hpp>
+#include <resilience/detail/breaker_window.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+
+namespace resilience::detail {
+
+// t + d and later - earlier without overflow, for any time a clock may read:
+// a sum past the end of time_point's range is time_point::max(); a
+// difference is clamped to [0, duration::max()].
+inline time_point clamped_add(time_point t, duration d) noexcept {
+  duration::rep r;
+  if (__builtin_add_overflow(t.time_since_epoch().count(), d.count(), &r))
+    return d > duration::zero() ? time_point::max() : time_point::min();
+  return time_point(duration(r));
+}
+inline duration clamped_since(time_point earlier, time_point later) noexcept {
+  duration::rep r;
+  if (later <= earlier) return duration::zero();
+  if (__builtin_sub_overflow(later.time_since_epoch().count(), earlier.time_since_epoch().count(), &r))
+    return duration::max();
+  return duration(r);
+}
+
+enum class admission : std::uint8_t { rejected, closed, probe, pass };
+
+// What acquire() grants: enough to record the call later.
+struct breaker_ticket {
+  std::uint64_t epoch = 0;
+  duration time{};  // start (time since the clock's epoch) when calls are timed; retry_after when rejected
+  admission kind = admission::rejected;
+};
+
+class breaker_core {
+ public:
+  using now_fn = time_point (*)(const void*) noexcept;
+  enum class result : std::uint8_t { success, failure, neither };
+
+  breaker_core(breaker_options options, now_fn now, const void* clock);
+  ~breaker_core();
+  breaker_core(const breaker_core&) = delete;
+  breaker_core& operator=(const breaker_core&) = delete;
+
+  breaker_ticket acquire() noexcept {
+    const std::uint64_t w = word_.load(std::memory_order_acquire);
+    const circuit_state s = state_of(w);
+    if (s == circuit_state::closed || s == circuit_state::metrics_only) [[likely]]
+      return {epoch_of(w), slow_on_ ? now().time_since_epoch() : duration::zero(), admission::closed};
+    if (s == circuit_state::disabled) return {epoch_of(w), {}, admission::pass};
+    return acquire_slow();
+  }
+
+  void finish(const breaker_ticket& t, result r) noexcept {
+    if (t.kind == admission::closed) {
+      if (r == result::neither) return;
+      record_closed(t.epoch, r == result::failure, slow_on_ && took(t) >= slow_threshold_);
+    } else if (t.kind == admission::probe) {
+      if (r == result::success && slow_on_ && took(t) >= slow_threshold_) r = result::failure;
+      finish_probe(t.epoch, r);
+    }
+  }
+
+  time_point now() const noexcept { return now_(clock_); }
+  const breaker_options& options() const noexcept { return options_; }
+
+  // Manual control; each is one transition (or none, if already there).
+  void move_to(circuit_state target) noexcept;
+  void poll() noexcept;
+  circuit_state state() const noexcept { return state_of(word_.load(std::memory_order_acquire)); }
+  duration time_until_probe() const noexcept;
+  breaker_metrics metrics() const noexcept;
+
+ private:
+  static circuit_state state_of(std::uint64_t w) noexcept { return static_cast<circuit_state>(w & 7); }
+  static std::uint64_t epoch_of(std::uint64_t w) noexcept { return w >> 3; }
+  static std::uint64_t make_word(circuit_state s, std::uint64_t epoch) noexcept {
+    return static_cast<std::uint64_t>(s) | (epoch << 3);
+  }
+
+  // The deadline of one open or half-open period.
+  struct phase {
+    time_point deadline;
+    bool never;
+    bool due(time_point now) const noexcept { return !never && now >= deadline; }
+    duration left(time_point now) const noexcept { return never ? duration::max() : clamped_since(now, deadline); }
+  };
+  struct phase_slot {
+    std::atomic<std::uint64_t> tag{0};  // epoch << 2 | never << 1 | 1; 0 while being written
+    std::atomic<duration::rep> deadline{0};
+  };
+
+  duration took(const breaker_ticket& t) const noexcept { return clamped_since(time_point(t.time), now()); }
+  duration since_origin(time_point t) const noexcept { return clamped_since(origin_, t); }
+
+  void record_closed(std::uint64_t epoch, bool failure, bool slow) noexcept {
+    const std::uint64_t w = word_.load(std::memory_order_relaxed);
+    if (epoch_of(w) != epoch) return;  // admitted before a transition: not this period's call
+    std::uint32_t run = 0;
+    if (!track_run_) {
+    } else if (failure) {
+      run = consecutive_.fetch_add(1, std::memory_order_relaxed) + 1;
+    } else if (consecutive_.load(std::memory_order_relaxed) != 0) {
+      // Load first: while nothing fails, successes only read this line.
+      consecutive_.store(0, std::memory_order_relaxed);
+    }
+    if (by_count_) {
+      count_->record(failure, slow);
+    } else {
+      time_->record(since_origin(now()), failure, slow);
+    }
+    if ((failure || slow) && state_of(w) == circuit_state::closed) evaluate(epoch, run);
+  }
+
+  breaker_ticket acquire_slow() noexcept;
+  breaker_ticket reject(circuit_state s, duration retry_after) noexcept;
+  void finish_probe(std::uint64_t epoch, result r) noexcept;
+  void evaluate(std::uint64_t epoch, std::uint32_t run) noexcept;
+  window_counts counts() const noexcept;
+  bool transition(std::uint64_t expected, circuit_state to, time_point now, bool first_probe = false) noexcept;
+  void publish(std::uint64_t epoch, time_point now, duration length) noexcept;
+  std::optional<phase> phase_of(std::uint64_t epoch) const noexcept;
+
+  // Read on every call, written only by transitions; the rest of this line
+  // is read-only after construction.
+  alignas(64) std::atomic<std::uint64_t> word_;
+  now_fn now_;
+  const void* clock_;
+  time_point origin_;  // the time window's slices count from here
+  duration slow_threshold_;
+  std::uint32_t minimum_calls_;
+  bool slow_on_;
+  bool track_run_;  // consecutive failures are counted only when they can trip it
+  bool by_count_;
+
+  alignas(64) std::atomic<std::uint32_t> consecutive_{0};
+  std::optional<count_window> count_;  // one of these two, as by_count_ says
+  std::optional<time_window> time_;
+
+  alignas(64) std::atomic<std::uint64_t> probes_{0};
+  phase_slot phases_[2];
+  std::atomic<std::uint64_t> rejections_{0};
+  std::atomic<std::uint32_t> openings_{0};  // consecutive openings, for the open-duration generator
+  std::mutex mutex_;                        // serialises transitions
+  breaker_options options_;
+};
+
+}  // namespace resilience::detail

@@ -1,0 +1,139 @@
+// breaker_options: each setter validates its own field. Pairs of fields are
+// judged when a breaker is built (lib/circuit_breaker.cpp), from the values
+// in effect then, so that the order of the setters never matters.
+#include <resilience/breaker_options.hpp>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace resilience {
+
+namespace {
+
+[[noreturn]] void invalid(const std::string& what) { throw std::invalid_argument("breaker_options: " + what); }
+
+void check_ratio(double r, const char* what) {
+  if (!(r > 0.0 && r <= 1.0)) invalid(what);  // NaN fails too
+}
+
+}  // namespace
+
+breaker_options breaker_options::consecutive_failures(std::uint32_t n) const {
+  if (n == 0) invalid("consecutive_failures must be at least 1");
+  auto o = *this;
+  o.consecutive_failures_ = n;
+  return o;
+}
+
+breaker_options breaker_options::failure_ratio(double ratio) const {
+  check_ratio(ratio, "failure_ratio must be in (0, 1]");
+  auto o = *this;
+  o.failure_ratio_ = ratio;
+  return o;
+}
+
+breaker_options breaker_options::no_failure_ratio() const {
+  auto o = *this;
+  o.failure_ratio_.reset();
+  return o;
+}
+
+breaker_options breaker_options::slow_calls(duration threshold, double ratio) const {
+  if (threshold <= duration::zero()) invalid("slow_calls threshold must be positive");
+  check_ratio(ratio, "slow_calls ratio must be in (0, 1]");
+  auto o = *this;
+  o.slow_threshold_ = threshold;
+  o.slow_ratio_ = ratio;
+  return o;
+}
+
+breaker_options breaker_options::count_window(std::uint32_t calls) const {
+  if (calls == 0 || calls > max_count_window) invalid("count_window must be 1 to 1048576 calls");
+  auto o = *this;
+  o.window_ = window_kind::count;
+  o.count_window_ = calls;
+  o.count_window_set_ = true;
+  return o;
+}
+
+breaker_options breaker_options::time_window(duration span) const {
+  if (span <= duration::zero()) invalid("time_window span must be positive");
+  // The default bucket count yields to a span too short to be cut in 10.
+  return time_window(span, static_cast<std::uint32_t>(std::min<duration::rep>(span.count(), default_buckets)));
+}
+
+breaker_options breaker_options::time_window(duration span, std::uint32_t buckets) const {
+  if (span <= duration::zero()) invalid("time_window span must be positive");
+  if (buckets == 0 || buckets > max_buckets) invalid("time_window buckets must be 1 to 1024");
+  if (span / buckets <= duration::zero()) invalid("time_window span must be at least one tick per bucket");
+  auto o = *this;
+  o.window_ = window_kind::time;
+  o.time_window_ = span;
+  o.buckets_ = buckets;
+  return o;
+}
+
+breaker_options breaker_options::minimum_calls(std::uint32_t n) const {
+  if (n == 0) invalid("minimum_calls must be at least 1");
+  auto o = *this;
+  o.minimum_calls_ = n;
+  o.minimum_calls_set_ = true;
+  return o;
+}
+
+breaker_options breaker_options::open_duration(duration d) const {
+  if (d < duration::zero()) invalid("open_duration must not be negative");
+  auto o = *this;
+  o.open_duration_ = d;
+  o.open_generator_ = nullptr;
+  return o;
+}
+
+breaker_options breaker_options::open_duration(duration_generator g) const {
+  if (!g) invalid("open_duration generator must not be empty");
+  auto o = *this;
+  o.open_generator_ = std::move(g);
+  return o;
+}
+
+breaker_options breaker_options::half_open_permits(std::uint32_t n) const {
+  if (n == 0 || n > max_permits) invalid("half_open_permits must be 1 to 65535");
+  auto o = *this;
+  o.half_open_permits_ = n;
+  return o;
+}
+
+breaker_options breaker_options::successes_to_close(std::uint32_t m) const {
+  if (m == 0 || m > max_permits) invalid("successes_to_close must be 1 to 65535");
+  auto o = *this;
+  o.successes_to_close_ = m;
+  return o;
+}
+
+breaker_options breaker_options::half_open_limit(duration d) const {
+  if (d <= duration::zero()) invalid("half_open_limit must be positive");
+  auto o = *this;
+  o.half_open_limit_ = d;
+  return o;
+}
+
+breaker_options breaker_options::on_state_change(std::function<void(const state_change&)> f) const {
+  auto o = *this;
+  o.on_state_change_ = std::move(f);
+  return o;
+}
+
+breaker_options breaker_options::on_rejection(std::function<void(const rejection&)> f) const {
+  auto o = *this;
+  o.on_rejection_ = std::move(f);
+  return o;
+}
+
+duration breaker_options::open_duration(std::uint32_t opening) const {
+  if (!open_generator_) return open_duration_;
+  return std::max(open_generator_(std::max<std::uint32_t>(opening, 1)), duration::zero());
+}
+
+}  // namespace resilience
