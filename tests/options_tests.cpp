@@ -505,3 +505,15 @@ BOOST_AUTO_TEST_CASE(deadline_over_extreme_values) {
     }
   }
 }
+
+BOOST_AUTO_TEST_CASE(saturating_add_covers_the_whole_range) {
+  using resilience::saturating_add;
+  const time_point max = time_point::max(), min = time_point::min(), zero{};
+  BOOST_TEST((saturating_add(zero, duration::max()) == max));
+  BOOST_TEST((saturating_add(max, duration(1)) == max));
+  BOOST_TEST((saturating_add(min, duration::max()) == zero + (duration::max() + min.time_since_epoch())));
+  BOOST_TEST((saturating_add(time_point(-1h), duration::max()) == time_point(duration::max() - 1h)));  // no overflow
+  BOOST_TEST((saturating_add(min, duration(-1)) == min));
+  BOOST_TEST((saturating_add(zero, duration::min()) == time_point(duration::min())));
+  BOOST_TEST((saturating_add(time_point(1h), -30min) == time_point(30min)));
+}

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <concepts>
+#include <limits>
 
 namespace resilience {
 
@@ -43,8 +44,14 @@ concept clock = std::copy_constructible<C> && requires(const C& c, boost::asio::
 };
 
 // now + d without overflow: a huge d means "never".
+// Any t and d: time before the clock's epoch or a negative d cannot overflow
+// either way.
 inline time_point saturating_add(time_point t, duration d) noexcept {
-  if (d > time_point::max() - t) return time_point::max();
+  using rep = duration::rep;
+  const rep at = t.time_since_epoch().count();
+  const rep by = d.count();
+  if (by > 0 && at > std::numeric_limits<rep>::max() - by) return time_point::max();
+  if (by < 0 && at < std::numeric_limits<rep>::min() - by) return time_point::min();
   return t + d;
 }
 
