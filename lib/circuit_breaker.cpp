@@ -3,6 +3,8 @@
 #include <resilience/detail/breaker_core.hpp>
 
 #include <algorithm>
+#include <exception>
+#include <utility>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -38,6 +40,36 @@ bool same_period(std::uint64_t probes, std::uint64_t epoch) noexcept {
 std::uint32_t in_flight_of(std::uint64_t probes) noexcept { return static_cast<std::uint32_t>(probes >> 16) & count_max; }
 std::uint32_t successes_of(std::uint64_t probes) noexcept { return static_cast<std::uint32_t>(probes) & count_max; }
 
+// What an application callback threw during the current breaker call on
+// this thread; the call's outermost breaker function rethrows it (see
+// rethrow_hook_error). The first one wins: later ones in the same call are
+// consequences of the same call.
+thread_local std::exception_ptr hook_error;
+
+void keep_hook_error(std::exception_ptr e) noexcept {
+  if (!hook_error) hook_error = std::move(e);
+}
+
+void rethrow_hook_error() {
+  if (hook_error) [[unlikely]]
+    std::rethrow_exception(std::exchange(hook_error, nullptr));
+}
+
+// Runs a callback so that what it throws is kept for the call's end, not
+// thrown through the breaker's state machine. A breaker call the callback
+// makes itself (reset() from on_state_change, say) delivers its own callbacks'
+// errors to the callback: the ones kept before are set aside meanwhile.
+template <class F, class Event>
+void run_hook(const F& f, const Event& e) noexcept {
+  std::exception_ptr earlier = std::exchange(hook_error, nullptr);
+  try {
+    f(e);
+  } catch (...) {
+    keep_hook_error(std::current_exception());
+  }
+  if (earlier) hook_error = std::move(earlier);
+}
+
 }  // namespace
 
 breaker_core::breaker_core(breaker_options options, now_fn now, const void* clock)
@@ -71,7 +103,12 @@ window_counts breaker_core::counts() const noexcept {
   return by_count_ ? count_->counts() : time_->counts(since_origin(now()));
 }
 
-void breaker_core::evaluate(std::uint64_t epoch, std::uint32_t run) noexcept {
+void breaker_core::evaluate(std::uint64_t epoch, std::uint32_t run) {
+  trip_if_due(epoch, run);
+  rethrow_hook_error();
+}
+
+void breaker_core::trip_if_due(std::uint64_t epoch, std::uint32_t run) noexcept {
   bool trip = options_.consecutive_failures() != 0 && run >= options_.consecutive_failures();
   if (!trip && (options_.failure_ratio() || slow_on_)) {
     const window_counts c = counts();
@@ -120,7 +157,17 @@ bool breaker_core::transition(std::uint64_t expected, circuit_state to, time_poi
   const std::uint32_t openings = openings_.load(std::memory_order_relaxed);
   const std::uint32_t opening = openings == std::numeric_limits<std::uint32_t>::max() ? openings : openings + 1;
   // The generator is the application's code: it runs outside the lock.
-  const duration open_for = to == circuit_state::open ? options_.open_duration(opening) : duration{};
+  duration open_for{};
+  if (to == circuit_state::open) {
+    try {
+      open_for = options_.open_duration(opening);
+    } catch (...) {
+      // The breaker still opens; for the fixed duration, and the caller
+      // learns why.
+      keep_hook_error(std::current_exception());
+      open_for = options_.fixed_open_duration();
+    }
+  }
   {
     std::lock_guard lock(mutex_);
     if (word_.load(std::memory_order_relaxed) != expected) return false;
@@ -148,26 +195,39 @@ bool breaker_core::transition(std::uint64_t expected, circuit_state to, time_poi
       }
     }
   }
-  if (from != to && options_.on_state_change()) options_.on_state_change()(state_change{from, to, epoch, now, open_for});
+  if (from != to && options_.on_state_change())
+    run_hook(options_.on_state_change(), state_change{from, to, epoch, now, open_for});
   return true;
 }
 
-void breaker_core::move_to(circuit_state target) noexcept {
+void breaker_core::move_to(circuit_state target) {
   for (;;) {
     const std::uint64_t w = word_.load(std::memory_order_acquire);
-    if (state_of(w) == target && target != circuit_state::closed) return;
-    if (transition(w, target, now())) return;
+    if (state_of(w) == target && target != circuit_state::closed) break;
+    if (transition(w, target, now())) break;
   }
+  rethrow_hook_error();
 }
 
 breaker_ticket breaker_core::reject(circuit_state s, duration retry_after) noexcept {
   rejections_.fetch_add(1, std::memory_order_relaxed);
-  if (options_.on_rejection()) options_.on_rejection()(rejection{s, retry_after});
+  if (options_.on_rejection()) run_hook(options_.on_rejection(), rejection{s, retry_after});
   return {0, retry_after, admission::rejected};
 }
 
+breaker_ticket breaker_core::acquire_slow() {
+  const breaker_ticket t = admit_slow();
+  if (hook_error) [[unlikely]] {
+    // The call ends with the callback's exception instead of running: a
+    // probe it was given goes back at once.
+    if (t.kind == admission::probe) settle_probe(t.epoch, result::neither);
+    rethrow_hook_error();
+  }
+  return t;
+}
+
 // Every `continue` below follows a change of word_ seen by this thread.
-breaker_ticket breaker_core::acquire_slow() noexcept {
+breaker_ticket breaker_core::admit_slow() noexcept {
   for (;;) {
     const std::uint64_t w = word_.load(std::memory_order_acquire);
     const circuit_state s = state_of(w);
@@ -211,7 +271,12 @@ breaker_ticket breaker_core::acquire_slow() noexcept {
   }
 }
 
-void breaker_core::finish_probe(std::uint64_t epoch, result r) noexcept {
+void breaker_core::finish_probe(std::uint64_t epoch, result r) {
+  settle_probe(epoch, r);
+  rethrow_hook_error();
+}
+
+void breaker_core::settle_probe(std::uint64_t epoch, result r) noexcept {
   const std::uint64_t period = make_word(circuit_state::half_open, epoch);
   std::uint64_t probes = probes_.load(std::memory_order_acquire);
   for (;;) {
@@ -233,7 +298,7 @@ void breaker_core::finish_probe(std::uint64_t epoch, result r) noexcept {
   }
 }
 
-void breaker_core::poll() noexcept {
+void breaker_core::poll() {
   for (;;) {
     const std::uint64_t w = word_.load(std::memory_order_acquire);
     const circuit_state s = state_of(w);
@@ -242,8 +307,9 @@ void breaker_core::poll() noexcept {
     if (!p) continue;
     const time_point now = this->now();
     if (p->due(now)) transition(w, s == circuit_state::open ? circuit_state::half_open : circuit_state::open, now);
-    return;
+    break;
   }
+  rethrow_hook_error();
 }
 
 duration breaker_core::time_until_probe() const noexcept {

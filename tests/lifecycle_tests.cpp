@@ -302,6 +302,151 @@ BOOST_AUTO_TEST_CASE(on_timeout_throwing_becomes_the_outcome) {
   BOOST_CHECK_THROW(resilience::test::rethrow(done), std::runtime_error);
 }
 
+namespace {
+
+using resilience::circuit_state;
+
+bool is_hook_failure(const std::runtime_error& e) { return std::string(e.what()) == "hook failed"; }
+
+// A breaker on virtual time whose callbacks throw while `throwing` is set.
+struct throwing_breaker {
+  manual_clock& clock;
+  bool throwing = true;
+  int state_changes = 0;
+  int rejections = 0;
+  resilience::basic_circuit_breaker<manual_clock> breaker;
+
+  explicit throwing_breaker(manual_clock& c, resilience::breaker_options o = {})
+      : clock(c),
+        breaker(o.consecutive_failures(1)
+                    .open_duration(1s)
+                    .on_state_change([this](const auto&) {
+                      ++state_changes;
+                      if (throwing) throw std::runtime_error("hook failed");
+                    })
+                    .on_rejection([this](const auto&) {
+                      ++rejections;
+                      if (throwing) throw std::runtime_error("hook failed");
+                    }),
+                clock) {}
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(on_state_change_throwing_on_opening_becomes_the_outcome_and_the_breaker_opens) {
+  throwing_breaker b(clock);
+  completion<error_code> done;
+  spawn(io, b.breaker(failing_op()), done);
+  BOOST_CHECK_NO_THROW(clock.run(io));
+  BOOST_TEST(done.times == 1);
+  BOOST_CHECK_EXCEPTION(resilience::test::rethrow(done), std::runtime_error, is_hook_failure);
+  BOOST_TEST((b.breaker.state() == circuit_state::open));
+  BOOST_TEST(b.state_changes == 1);
+}
+
+BOOST_AUTO_TEST_CASE(on_rejection_throwing_becomes_the_outcome_and_the_op_is_not_called) {
+  throwing_breaker b(clock);
+  b.throwing = false;
+  b.breaker.try_acquire().record_failure();
+  b.throwing = true;
+  completion<error_code> done;
+  spawn(io, b.breaker(failing_op()), done);
+  BOOST_CHECK_NO_THROW(clock.run(io));
+  BOOST_TEST(done.times == 1);
+  BOOST_CHECK_EXCEPTION(resilience::test::rethrow(done), std::runtime_error, is_hook_failure);
+  BOOST_TEST(calls == 0);
+  BOOST_TEST(b.rejections == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_throw_on_the_way_to_half_open_gives_the_probe_back) {
+  throwing_breaker b(clock);
+  b.throwing = false;
+  b.breaker.try_acquire().record_failure();
+  clock.advance(1s);
+  b.throwing = true;
+  completion<error_code> done;
+  spawn(io, b.breaker(failing_op()), done);
+  BOOST_CHECK_NO_THROW(clock.run(io));
+  BOOST_CHECK_EXCEPTION(resilience::test::rethrow(done), std::runtime_error, is_hook_failure);
+  BOOST_TEST(calls == 0);
+  BOOST_TEST((b.breaker.state() == circuit_state::half_open));
+  // The probe slot is free again: the next call is the probe.
+  b.throwing = false;
+  auto probe = b.breaker.try_acquire();
+  BOOST_TEST(probe.is_probe());
+  probe.record_success();
+  BOOST_TEST((b.breaker.state() == circuit_state::closed));
+}
+
+BOOST_AUTO_TEST_CASE(a_throw_on_closing_becomes_the_probes_outcome_and_the_breaker_closes) {
+  throwing_breaker b(clock);
+  b.throwing = false;
+  b.breaker.try_acquire().record_failure();
+  clock.advance(1s);
+  auto probe = b.breaker.try_acquire();
+  BOOST_REQUIRE(probe.is_probe());
+  b.throwing = true;
+  BOOST_CHECK_EXCEPTION(probe.record_success(), std::runtime_error, is_hook_failure);
+  BOOST_TEST((b.breaker.state() == circuit_state::closed));
+  b.throwing = false;
+  BOOST_CHECK_NO_THROW(probe.record_failure());  // recorded once already: a no-op
+  BOOST_TEST((b.breaker.state() == circuit_state::closed));
+}
+
+BOOST_AUTO_TEST_CASE(manual_control_throws_what_the_callback_threw_after_the_transition) {
+  throwing_breaker b(clock);
+  BOOST_CHECK_EXCEPTION(b.breaker.isolate(), std::runtime_error, is_hook_failure);
+  BOOST_TEST((b.breaker.state() == circuit_state::isolated));
+  BOOST_CHECK_EXCEPTION(b.breaker.reset(), std::runtime_error, is_hook_failure);
+  BOOST_TEST((b.breaker.state() == circuit_state::closed));
+}
+
+BOOST_AUTO_TEST_CASE(an_error_is_delivered_once_and_never_to_a_later_call) {
+  throwing_breaker b(clock);
+  BOOST_CHECK_THROW(b.breaker.try_acquire().record_failure(), std::runtime_error);
+  b.throwing = false;
+  // Same thread, same breaker and another one: nothing left over.
+  BOOST_CHECK_NO_THROW(b.breaker.try_acquire());
+  resilience::basic_circuit_breaker<manual_clock> other{resilience::breaker_options{}, clock};
+  BOOST_CHECK_NO_THROW(other.try_acquire().record_failure());
+  BOOST_CHECK_NO_THROW(b.breaker.reset());
+}
+
+BOOST_AUTO_TEST_CASE(a_callback_calling_the_breaker_gets_its_own_error) {
+  manual_clock c;
+  int inner_caught = 0;
+  resilience::basic_circuit_breaker<manual_clock>* self = nullptr;
+  resilience::basic_circuit_breaker<manual_clock> breaker{
+      resilience::breaker_options{}.consecutive_failures(1).on_state_change([&](const resilience::state_change& e) {
+        if (e.to == circuit_state::isolated) throw std::runtime_error("inner");
+        if (e.to == circuit_state::open) {
+          try {
+            self->isolate();  // its callback throws "inner", delivered here
+          } catch (const std::runtime_error& ex) {
+            if (std::string(ex.what()) == "inner") ++inner_caught;
+          }
+          throw std::runtime_error("hook failed");
+        }
+      }),
+      c};
+  self = &breaker;
+  BOOST_CHECK_EXCEPTION(breaker.try_acquire().record_failure(), std::runtime_error, is_hook_failure);
+  BOOST_TEST(inner_caught == 1);
+  BOOST_TEST((breaker.state() == circuit_state::isolated));
+}
+
+BOOST_AUTO_TEST_CASE(an_open_duration_generator_that_throws_opens_for_the_fixed_duration) {
+  resilience::basic_circuit_breaker<manual_clock> breaker{
+      resilience::breaker_options{}
+          .consecutive_failures(1)
+          .open_duration(3s)
+          .open_duration([](std::uint32_t) -> resilience::duration { throw std::runtime_error("hook failed"); }),
+      clock};
+  BOOST_CHECK_EXCEPTION(breaker.try_acquire().record_failure(), std::runtime_error, is_hook_failure);
+  BOOST_TEST((breaker.state() == circuit_state::open));
+  BOOST_TEST((breaker.time_until_probe() == resilience::duration(3s)));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(temporaries)

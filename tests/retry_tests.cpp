@@ -284,7 +284,7 @@ BOOST_AUTO_TEST_CASE(an_attempt_running_past_the_time_limit_is_not_interrupted) 
 BOOST_AUTO_TEST_CASE(a_wait_one_tick_past_the_time_limit_is_not_started) {
   // Attempts end at once; the wait of 1 s would end exactly at the limit
   // (allowed), one of 1 s + 1 tick would not.
-  for (const auto [limit, expected_calls] : {std::pair{duration(1s), 2}, std::pair{duration(1s) - duration(1), 1}}) {
+  for (const auto& [limit, expected_calls] : {std::pair{duration(1s), 2}, std::pair{duration(1s) - duration(1), 1}}) {
     asio::io_context io2;
     manual_clock clock2;
     int calls = 0;

@@ -36,8 +36,9 @@ namespace resilience {
 class breaker_options {
  public:
   // The break's length for the n-th consecutive opening (n >= 1; it starts
-  // again at 1 once the breaker closes). Must not throw; negative means zero,
-  // duration::max() a break that lasts until reset().
+  // again at 1 once the breaker closes). Negative means zero, duration::max()
+  // a break that lasts until reset(). If it throws, the breaker opens for the
+  // fixed open_duration and the exception ends the call that opened it.
   //   auto b = backoff::exponential(5s, 2.0, 5min);
   //   options.open_duration([b, r = random_source{}](std::uint32_t n) {
   //     return b.nominal(n) / 2 + b.nominal(n) * r.next_unit() / 2; });  // grows, capped, jittered
@@ -78,7 +79,10 @@ class breaker_options {
   breaker_options successes_to_close(std::uint32_t m) const;  // 1 by default
   breaker_options half_open_limit(duration d) const;          // 60 s by default; duration::max() for none
 
-  // -- events: run on the calling thread, outside any lock; must not throw --
+  // -- events: run on the calling thread, outside any lock. What one throws
+  // ends the call that caused the event (the transition stands, a probe that
+  // call was given goes back): a breaker call ends with it as its outcome,
+  // try_acquire(), record() and reset() throw it. --
   breaker_options on_state_change(std::function<void(const state_change&)> f) const;
   breaker_options on_rejection(std::function<void(const rejection&)> f) const;
 
@@ -102,6 +106,9 @@ class breaker_options {
     return default_minimum_calls;
   }
   duration open_duration(std::uint32_t opening) const;
+  // The duration set without a generator (10 s unless set): what an opening
+  // lasts when the generator throws.
+  duration fixed_open_duration() const noexcept { return open_duration_; }
   std::uint32_t half_open_permits() const noexcept { return half_open_permits_; }
   std::uint32_t successes_to_close() const noexcept { return successes_to_close_; }
   duration half_open_limit() const noexcept { return half_open_limit_; }

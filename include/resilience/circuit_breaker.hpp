@@ -60,9 +60,11 @@
 // nothing else takes, so each happens exactly once; its callback runs once, on
 // the thread that made it, after the mutex is released. Callbacks of
 // transitions made on different threads may overlap: events carry a sequence
-// number to order them. Callbacks and the open-duration generator must not
-// throw; the generator may be called by several racing threads for one
-// opening (the winner's duration is used), so it must be thread-safe.
+// number to order them. A callback (or the open-duration generator) that
+// throws ends the call that caused its event with that exception, after the
+// transition is complete; it is never thrown through the breaker's state.
+// The generator may be called by several racing threads for one opening (the
+// winner's duration is used), so it must be thread-safe.
 //
 // With retry outside it: a rejected call ends at once, and retry sees
 // error::circuit_open; time_until_probe() (or circuit_open_error's
@@ -112,7 +114,7 @@ class circuit_open_error : public boost::system::system_error {
 class breaker_permit;
 
 namespace detail {
-breaker_permit admit(breaker_core& core) noexcept;
+breaker_permit admit(breaker_core& core);
 }
 
 // The right to make one call: obtained from try_acquire(), then recorded once.
@@ -152,19 +154,21 @@ class breaker_permit {
     return ticket_.kind == detail::admission::rejected ? ticket_.time : duration::zero();
   }
 
-  void record(bool failure) noexcept {
+  // Throws what a callback of the transition it causes threw; the outcome is
+  // recorded all the same.
+  void record(bool failure) {
     if (auto* c = std::exchange(core_, nullptr))
       c->finish(ticket_, failure ? detail::breaker_core::result::failure : detail::breaker_core::result::success);
   }
-  void record_success() noexcept { record(false); }
-  void record_failure() noexcept { record(true); }
+  void record_success() { record(false); }
+  void record_failure() { record(true); }
   // Neither success nor failure.
   void release() noexcept {
-    if (auto* c = std::exchange(core_, nullptr)) c->finish(ticket_, detail::breaker_core::result::neither);
+    if (auto* c = std::exchange(core_, nullptr)) c->give_back(ticket_);
   }
 
  private:
-  friend breaker_permit detail::admit(detail::breaker_core& core) noexcept;
+  friend breaker_permit detail::admit(detail::breaker_core& core);
   breaker_permit(detail::breaker_core* core, detail::breaker_ticket t) noexcept : core_(core), ticket_(t) {}
 
   detail::breaker_core* core_ = nullptr;  // null once recorded, and for a permit with nothing to record
@@ -173,7 +177,7 @@ class breaker_permit {
 
 namespace detail {
 
-inline breaker_permit admit(breaker_core& core) noexcept {
+inline breaker_permit admit(breaker_core& core) {
   const breaker_ticket t = core.acquire();
   const bool records = t.kind == admission::closed || t.kind == admission::probe;
   return breaker_permit(records ? &core : nullptr, t);
@@ -292,19 +296,21 @@ class basic_circuit_breaker {
   }
 
   // The raw admit / record API, for callers that are not coroutines.
-  breaker_permit try_acquire() const noexcept { return detail::admit(core_); }
+  // Throws what a callback (on_rejection, on_state_change) threw; no permit
+  // is held then.
+  breaker_permit try_acquire() const { return detail::admit(core_); }
 
   // -- manual control --
 
-  void isolate() noexcept { core_.move_to(circuit_state::isolated); }
+  void isolate() { core_.move_to(circuit_state::isolated); }
   // Closes it from any state, clearing the window and the failure run.
-  void reset() noexcept { core_.move_to(circuit_state::closed); }
-  void close() noexcept { reset(); }
-  void disable() noexcept { core_.move_to(circuit_state::disabled); }
-  void metrics_only() noexcept { core_.move_to(circuit_state::metrics_only); }
+  void reset() { core_.move_to(circuit_state::closed); }
+  void close() { reset(); }
+  void disable() { core_.move_to(circuit_state::disabled); }
+  void metrics_only() { core_.move_to(circuit_state::metrics_only); }
   // Makes time-based transitions that are due (open -> half_open after the
   // break, half_open -> open past half_open_limit) without waiting for a call.
-  void poll() const noexcept { core_.poll(); }
+  void poll() const { core_.poll(); }
 
   // -- introspection --
 

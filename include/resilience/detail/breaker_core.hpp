@@ -78,7 +78,11 @@ class breaker_core {
   breaker_core(const breaker_core&) = delete;
   breaker_core& operator=(const breaker_core&) = delete;
 
-  breaker_ticket acquire() noexcept {
+  // The slow paths may run the application's callbacks (breaker_options'
+  // on_state_change, on_rejection): what one throws comes out of the call
+  // that made the transition, after the breaker's state is complete and any
+  // probe that call was given is handed back.
+  breaker_ticket acquire() {
     const std::uint64_t w = word_.load(std::memory_order_acquire);
     const circuit_state s = state_of(w);
     if (s == circuit_state::closed || s == circuit_state::metrics_only) [[likely]]
@@ -87,7 +91,7 @@ class breaker_core {
     return acquire_slow();
   }
 
-  void finish(const breaker_ticket& t, result r) noexcept {
+  void finish(const breaker_ticket& t, result r) {
     if (t.kind == admission::closed) {
       if (r == result::neither) return;
       record_closed(t.epoch, r == result::failure, slow_on_ && took(t) >= slow_threshold_);
@@ -97,12 +101,17 @@ class breaker_core {
     }
   }
 
+  // Neither success nor failure: runs no callback, so it cannot throw.
+  void give_back(const breaker_ticket& t) noexcept {
+    if (t.kind == admission::probe) settle_probe(t.epoch, result::neither);
+  }
+
   time_point now() const noexcept { return now_(clock_); }
   const breaker_options& options() const noexcept { return options_; }
 
   // Manual control; each is one transition (or none, if already there).
-  void move_to(circuit_state target) noexcept;
-  void poll() noexcept;
+  void move_to(circuit_state target);
+  void poll();
   circuit_state state() const noexcept { return state_of(word_.load(std::memory_order_acquire)); }
   duration time_until_probe() const noexcept;
   breaker_metrics metrics() const noexcept;
@@ -129,7 +138,7 @@ class breaker_core {
   duration took(const breaker_ticket& t) const noexcept { return clamped_since(time_point(t.time), now()); }
   duration since_origin(time_point t) const noexcept { return clamped_since(origin_, t); }
 
-  void record_closed(std::uint64_t epoch, bool failure, bool slow) noexcept {
+  void record_closed(std::uint64_t epoch, bool failure, bool slow) {
     const std::uint64_t w = word_.load(std::memory_order_relaxed);
     if (epoch_of(w) != epoch) return;  // admitted before a transition: not this period's call
     std::uint32_t run = 0;
@@ -148,10 +157,13 @@ class breaker_core {
     if ((failure || slow) && state_of(w) == circuit_state::closed) evaluate(epoch, run);
   }
 
-  breaker_ticket acquire_slow() noexcept;
+  breaker_ticket acquire_slow();
+  breaker_ticket admit_slow() noexcept;
   breaker_ticket reject(circuit_state s, duration retry_after) noexcept;
-  void finish_probe(std::uint64_t epoch, result r) noexcept;
-  void evaluate(std::uint64_t epoch, std::uint32_t run) noexcept;
+  void finish_probe(std::uint64_t epoch, result r);
+  void settle_probe(std::uint64_t epoch, result r) noexcept;
+  void evaluate(std::uint64_t epoch, std::uint32_t run);
+  void trip_if_due(std::uint64_t epoch, std::uint32_t run) noexcept;
   window_counts counts() const noexcept;
   bool transition(std::uint64_t expected, circuit_state to, time_point now, bool first_probe = false) noexcept;
   void publish(std::uint64_t epoch, time_point now, duration length) noexcept;
