@@ -28,7 +28,7 @@ const char* to_string(jitter j) noexcept {
     case jitter::none: return "none";
     case jitter::full: return "full";
     case jitter::equal: return "equal";
-    case jitter::decorrelated: return "decorrelated";
+    case jitter::decorrelated_clamped: return "decorrelated_clamped";
     case jitter::decorrelated_v2: return "decorrelated_v2";
   }
   return "unknown";
@@ -53,19 +53,36 @@ backoff backoff::exponential(duration base, double factor, duration cap) {
   return backoff(shape::exponential, base, duration::zero(), factor, cap);
 }
 
+backoff backoff::decorrelated(duration base, duration cap) {
+  if (base <= duration::zero()) reject("base", "must be positive");
+  if (cap < base) reject("cap", "must not be less than base");
+  return backoff(shape::decorrelated, base, duration::zero(), 3.0, cap);
+}
+
+backoff backoff::custom(delay_function f, duration cap) {
+  if (!f) reject("function", "must not be empty");
+  if (cap < duration::zero()) reject("cap", "must not be negative");
+  backoff b(shape::custom, duration::zero(), duration::zero(), 1.0, cap);
+  b.function_ = std::make_shared<const delay_function>(std::move(f));
+  return b;
+}
+
 backoff backoff::with_jitter(jitter j) const {
+  if (shape_ == shape::decorrelated && j != jitter::none)
+    reject("jitter", "must be none for backoff::decorrelated: its draw is its jitter");
   switch (j) {
     case jitter::none:
     case jitter::full:
     case jitter::equal:
       break;
-    case jitter::decorrelated:
+    case jitter::decorrelated_clamped:
     case jitter::decorrelated_v2:
+      if (shape_ == shape::custom) reject("jitter", "must be none, full or equal for backoff::custom");
       // Both grow from the first delay: from zero they would stay at zero.
       if (base_ == duration::zero())
         reject(shape_ == shape::constant ? "delay" : "initial",
-               j == jitter::decorrelated ? "must be positive for jitter::decorrelated"
-                                         : "must be positive for jitter::decorrelated_v2");
+               j == jitter::decorrelated_clamped ? "must be positive for jitter::decorrelated_clamped"
+                                                 : "must be positive for jitter::decorrelated_v2");
       break;
     default:
       reject("jitter", "is not a jitter kind");
@@ -87,19 +104,40 @@ duration backoff::nominal(std::uint64_t retry) const noexcept {
       if (n > steps_to_cap) return cap_;
       return base_ + step_ * static_cast<duration::rep>(n);
     }
-    case shape::exponential: {
+    case shape::exponential:
+    case shape::decorrelated: {
       if (factor_ == 1.0) return base_;
       // pow of a huge exponent is +inf, which saturate() turns into the cap.
       return saturate(static_cast<double>(base_.count()) * std::pow(factor_, static_cast<double>(n)), cap_);
     }
+    case shape::custom:
+      return cap_;
   }
   return base_;
 }
 
-delay delay_sequence::next(const random_source& random) noexcept {
+delay delay_sequence::next(const random_source& random) {
   const backoff& b = *backoff_;
   ++retry_;
-  const duration nominal = b.nominal(retry_);
+  if (b.kind() == backoff::shape::decorrelated) {
+    // AWS: sleep = min(cap, random_between(base, sleep * 3)). Drawn in double:
+    // 3 * previous may exceed any duration, and saturate() clamps to the cap.
+    const double low = static_cast<double>(b.first().count());
+    const double high = static_cast<double>(previous_.count()) * 3.0;
+    previous_ = saturate(low + random.next_unit() * (high - low), b.cap());
+    return {previous_, previous_};
+  }
+  duration nominal;
+  if (b.kind() == backoff::shape::custom) {
+    const auto retry = static_cast<std::uint32_t>(std::min<std::uint64_t>(retry_, UINT32_MAX));
+    const duration d = (*b.function())(retry, previous_, random);
+    if (d < duration::zero())
+      throw std::invalid_argument("backoff: the custom delay function returned a negative delay for retry " +
+                                  std::to_string(retry));
+    nominal = std::min(d, b.cap());
+  } else {
+    nominal = b.nominal(retry_);
+  }
   const duration window = std::min(nominal, b.cap());
   const auto ticks = static_cast<double>(window.count());
   duration actual = window;
@@ -112,7 +150,7 @@ delay delay_sequence::next(const random_source& random) noexcept {
     case jitter::equal:
       actual = saturate(ticks / 2 + random.next_unit() * (ticks / 2), window);
       break;
-    case jitter::decorrelated: {
+    case jitter::decorrelated_clamped: {
       const double low = static_cast<double>(b.first().count());
       const double high = std::min(static_cast<double>(previous_.count()) * 3.0,
                                    static_cast<double>(b.cap().count()));
@@ -124,6 +162,7 @@ delay delay_sequence::next(const random_source& random) noexcept {
       actual = decorrelated_v2(random.next_unit());
       break;
   }
+  if (b.kind() == backoff::shape::custom) previous_ = actual;
   return {nominal, actual};
 }
 
@@ -145,5 +184,21 @@ duration delay_sequence::decorrelated_v2(double unit) noexcept {
   }
   return saturate(cap / 2 + unit * (cap / 2), b.cap());
 }
+
+namespace detail {
+
+duration jitter_given(const backoff& schedule, duration d, const random_source& random) noexcept {
+  const auto ticks = static_cast<double>(d.count());
+  switch (schedule.jitter_kind()) {
+    case jitter::none:
+      return d;
+    case jitter::full:
+      return saturate(random.next_unit() * ticks, d);
+    default:
+      return saturate(ticks / 2 + random.next_unit() * (ticks / 2), d);
+  }
+}
+
+}  // namespace detail
 
 }  // namespace resilience

@@ -23,6 +23,9 @@ std::string describe_failure(const std::exception_ptr& ex, const error_code& ec)
 std::string format_retry_line(std::uint32_t attempt, std::uint32_t max_attempts, std::string_view failure,
                               duration backoff, duration delay) {
   using ms = std::chrono::duration<double, std::milli>;
+  if (max_attempts == unlimited_attempts)
+    return fmt::format("retry: attempt {} failed ({}); next attempt in {:.1f}ms (backoff {:.1f}ms before jitter)",
+                       attempt, failure, ms(delay).count(), ms(backoff).count());
   return fmt::format("retry: attempt {}/{} failed ({}); next attempt in {:.1f}ms (backoff {:.1f}ms before jitter)",
                      attempt, max_attempts, failure, ms(delay).count(), ms(backoff).count());
 }

@@ -218,7 +218,8 @@ int main(int argc, char** argv) {
       {"exponential, no jitter", exponential},
       {"exponential + full jitter", exponential.with_jitter(jitter::full)},
       {"exponential + equal jitter", exponential.with_jitter(jitter::equal)},
-      {"decorrelated jitter", exponential.with_jitter(jitter::decorrelated)},
+      {"decorrelated (AWS)", backoff::decorrelated(200ms, 5s)},
+      {"decorrelated, clamped", exponential.with_jitter(jitter::decorrelated_clamped)},
       {"decorrelated jitter v2", exponential.with_jitter(jitter::decorrelated_v2)},
   };
 

@@ -124,7 +124,7 @@ BOOST_AUTO_TEST_CASE(bad_input_names_the_field) {
 
 BOOST_AUTO_TEST_CASE(decorrelated_jitter_needs_a_positive_first_delay) {
   // Both kinds grow from the first delay: from zero they would never wait.
-  for (jitter j : {jitter::decorrelated, jitter::decorrelated_v2}) {
+  for (jitter j : {jitter::decorrelated_clamped, jitter::decorrelated_v2}) {
     BOOST_TEST_CONTEXT(resilience::to_string(j)) {
       expect_rejected([j] { backoff::linear(0ms, 10ms, 1s).with_jitter(j); }, "initial");
       expect_rejected([j] { backoff::linear(0ms, 0ms).with_jitter(j); }, "initial");
@@ -172,7 +172,7 @@ BOOST_AUTO_TEST_CASE(equal_jitter_keeps_half_the_delay) {
 
 BOOST_AUTO_TEST_CASE(clients_at_the_cap_stay_spread_out) {
   const auto base = backoff::exponential(100ms, 2.0, 2s);
-  for (jitter j : {jitter::full, jitter::equal, jitter::decorrelated, jitter::decorrelated_v2}) {
+  for (jitter j : {jitter::full, jitter::equal, jitter::decorrelated_clamped, jitter::decorrelated_v2}) {
     const auto v = across_clients(base.with_jitter(j), 30, 2000);  // retry 30: far past the cap
     const auto at_cap = std::count(v.begin(), v.end(), duration(2s));
     BOOST_TEST(at_cap < 20, "jitter " << resilience::to_string(j) << ": " << at_cap << " clients at exactly the cap");
@@ -185,7 +185,7 @@ BOOST_AUTO_TEST_CASE(clients_at_the_cap_stay_spread_out) {
 }
 
 BOOST_AUTO_TEST_CASE(decorrelated_stays_within_its_bounds) {
-  const auto b = backoff::exponential(100ms, 2.0, 5s).with_jitter(jitter::decorrelated);
+  const auto b = backoff::exponential(100ms, 2.0, 5s).with_jitter(jitter::decorrelated_clamped);
   delay_sequence seq{b};
   random_source random = random_source::seeded(9);
   duration previous = 100ms;
@@ -199,7 +199,7 @@ BOOST_AUTO_TEST_CASE(decorrelated_stays_within_its_bounds) {
 
 BOOST_AUTO_TEST_CASE(decorrelated_grows_from_base) {
   // From base, the expected next delay is (base + 3 base) / 2 = 2 base.
-  const auto v = across_clients(backoff::exponential(100ms, 2.0, 1h).with_jitter(jitter::decorrelated), 1, samples);
+  const auto v = across_clients(backoff::exponential(100ms, 2.0, 1h).with_jitter(jitter::decorrelated_clamped), 1, samples);
   BOOST_TEST(mean_ms(v) == 200.0, boost::test_tools::tolerance(0.03));
 }
 
@@ -384,6 +384,107 @@ BOOST_AUTO_TEST_CASE(default_source_is_uniform) {
     sum += x;
   }
   BOOST_TEST(sum / 20'000 == 0.5, boost::test_tools::tolerance(0.03));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(aws_decorrelated)
+
+// The published formula, computed here from the same draws.
+BOOST_AUTO_TEST_CASE(matches_the_published_formula_draw_for_draw) {
+  const auto b = backoff::decorrelated(100ms, 2s);
+  delay_sequence seq{b};
+  random_source random = random_source::seeded(77);
+  random_source mirror = random_source::seeded(77);
+  double sleep = std::chrono::duration<double, std::nano>(100ms).count();
+  const double base = sleep;
+  const double cap = std::chrono::duration<double, std::nano>(2s).count();
+  int at_cap = 0;
+  for (int i = 0; i < 200; ++i) {
+    sleep = std::floor(std::min(cap, base + mirror.next_unit() * (sleep * 3 - base)));  // whole ticks, as waited
+    const auto d = seq.next(random);
+    BOOST_TEST_REQUIRE(std::abs(static_cast<double>(d.actual.count()) - sleep) <= 1.0, "draw " << i);
+    if (d.actual == duration(2s)) ++at_cap;
+  }
+  // Unlike the clamped variant, clients past the cap wait exactly the cap.
+  BOOST_TEST(at_cap > 50);
+}
+
+BOOST_AUTO_TEST_CASE(differs_from_the_clamped_variant_at_the_cap) {
+  const auto clamped = draws(backoff::exponential(100ms, 2.0, 2s).with_jitter(jitter::decorrelated_clamped), 200, 77);
+  BOOST_TEST(std::count(clamped.begin(), clamped.end(), duration(2s)) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(takes_no_other_jitter_and_rejects_bad_bounds) {
+  expect_rejected([] { backoff::decorrelated(0ms, 1s); }, "base");
+  expect_rejected([] { backoff::decorrelated(-1ms, 1s); }, "base");
+  expect_rejected([] { backoff::decorrelated(2s, 1s); }, "cap");
+  expect_rejected([] { backoff::decorrelated(1ms, 1s).with_jitter(jitter::full); }, "jitter");
+  BOOST_CHECK_NO_THROW(backoff::decorrelated(1ms, 1s).with_jitter(jitter::none));
+  // Huge bounds saturate instead of overflowing.
+  const auto v = draws(backoff::decorrelated(duration::max() / 2, backoff::no_cap), 50, 3);
+  BOOST_TEST(std::all_of(v.begin(), v.end(), [](duration d) { return d >= duration::max() / 2; }));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(custom_schedule)
+
+BOOST_AUTO_TEST_CASE(the_function_sees_the_retry_number_and_the_previous_delay) {
+  std::vector<std::pair<std::uint32_t, duration>> seen;
+  const auto b = backoff::custom(
+      [&](std::uint32_t retry, duration previous, const random_source&) {
+        seen.emplace_back(retry, previous);
+        return retry == 1 ? duration(10ms) : previous * 3;
+      },
+      1s);
+  const auto v = draws(b, 5, 1);
+  const std::vector<duration> expected{10ms, 30ms, 90ms, 270ms, 810ms};
+  BOOST_TEST(v == expected, boost::test_tools::per_element());
+  BOOST_REQUIRE(seen.size() == 5u);
+  BOOST_TEST(seen[0].first == 1u);
+  BOOST_TEST((seen[0].second == duration::zero()));
+  BOOST_TEST(seen[4].first == 5u);
+  BOOST_TEST((seen[4].second == duration(270ms)));
+  // Capped: the sixth would be 2430 ms.
+  BOOST_TEST((draws(b, 6, 1).back() == duration(1s)));
+}
+
+BOOST_AUTO_TEST_CASE(full_jitter_spreads_the_functions_delay_and_is_seen_as_previous) {
+  std::vector<duration> previous;
+  const auto b = backoff::custom([&](std::uint32_t, duration p, const random_source&) {
+                   previous.push_back(p);
+                   return duration(1s);
+                 }).with_jitter(jitter::full);
+  const auto v = draws(b, 50, 5);
+  BOOST_TEST(std::all_of(v.begin(), v.end(), [](duration d) { return d >= 0s && d <= 1s; }));
+  BOOST_TEST((std::adjacent_find(v.begin(), v.end()) == v.end()), "draws differ");
+  for (std::size_t i = 1; i < previous.size(); ++i) BOOST_TEST_REQUIRE((previous[i] == v[i - 1]));
+}
+
+BOOST_AUTO_TEST_CASE(bad_functions_and_jitters_are_rejected) {
+  expect_rejected([] { backoff::custom(nullptr); }, "function");
+  const auto one = [](std::uint32_t, duration, const random_source&) { return duration(1s); };
+  expect_rejected([&] { backoff::custom(one, -1s); }, "cap");
+  expect_rejected([&] { backoff::custom(one).with_jitter(jitter::decorrelated_clamped); }, "jitter");
+  expect_rejected([&] { backoff::custom(one).with_jitter(jitter::decorrelated_v2); }, "jitter");
+  // A negative delay is an error where it is drawn, naming the retry.
+  const auto negative = backoff::custom([](std::uint32_t r, duration, const random_source&) {
+    return r < 3 ? duration(1ms) : duration(-1ms);
+  });
+  delay_sequence seq{negative};
+  random_source random;
+  seq.next(random);
+  seq.next(random);
+  expect_rejected([&] { seq.next(random); }, "retry 3");
+}
+
+BOOST_AUTO_TEST_CASE(copies_share_the_function_and_compare_equal) {
+  const auto b = backoff::custom([](std::uint32_t, duration, const random_source&) { return duration(1s); });
+  const auto copy = b;
+  BOOST_TEST((copy == b));
+  const auto other = backoff::custom([](std::uint32_t, duration, const random_source&) { return duration(1s); });
+  BOOST_TEST(!(other == b));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

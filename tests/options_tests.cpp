@@ -216,9 +216,9 @@ BOOST_AUTO_TEST_CASE(backoff_over_extreme_values) {
     const bool grows = schedule.step() > duration::zero() || schedule.factor() > 1.0;
     if (grows) BOOST_TEST((schedule.nominal(UINT64_MAX) == schedule.cap()), r.what << ": saturates at the cap");
 
-    for (const jitter j : {jitter::none, jitter::full, jitter::equal, jitter::decorrelated, jitter::decorrelated_v2}) {
+    for (const jitter j : {jitter::none, jitter::full, jitter::equal, jitter::decorrelated_clamped, jitter::decorrelated_v2}) {
       const std::string what = std::string(r.what) + ".with_jitter(" + resilience::to_string(j) + ")";
-      const bool decorrelated = j == jitter::decorrelated || j == jitter::decorrelated_v2;
+      const bool decorrelated = j == jitter::decorrelated_clamped || j == jitter::decorrelated_v2;
       const rejects verdict = decorrelated && schedule.first() == duration::zero()
                                   ? rejects(schedule.kind() == backoff::shape::constant ? "delay" : "initial")
                                   : accepted;
@@ -235,7 +235,7 @@ BOOST_AUTO_TEST_CASE(backoff_over_extreme_values) {
         if (j == jitter::none) ok = ok && d.actual == d.nominal;
         if (j == jitter::full) ok = ok && d.actual <= d.nominal;
         if (j == jitter::equal) ok = ok && d.actual >= d.nominal / 2 - tick && d.actual <= d.nominal;
-        if (j == jitter::decorrelated) ok = ok && d.actual >= schedule.first();
+        if (j == jitter::decorrelated_clamped) ok = ok && d.actual >= schedule.first();
         BOOST_TEST_REQUIRE(ok, what << ": retry " << n << ": " << d.actual.count() << " ticks");
       }
 
@@ -251,8 +251,12 @@ BOOST_AUTO_TEST_CASE(backoff_over_extreme_values) {
                               .on_retry([&](const auto& e) { waits.push_back(e.delay); });
       const auto done = vt.run(resilience::co_retry(vt.failing(100), policy));
       BOOST_TEST_REQUIRE(done.times == 1, what);
-      BOOST_TEST_REQUIRE(vt.calls.size() == 4u, what);
-      BOOST_TEST_REQUIRE(waits.size() == 3u, what);
+      BOOST_TEST_REQUIRE((vt.calls.size() >= 1u && vt.calls.size() <= 4u), what);
+      BOOST_TEST_REQUIRE(waits.size() == vt.calls.size() - 1, what);
+      // Fewer calls only when the next wait would have ended at the end of
+      // time (no jitter lengthens a delay past its nominal one).
+      if (vt.calls.size() < 4u)
+        BOOST_TEST((add(vt.calls.back(), schedule.nominal(vt.calls.size())) == time_point::max()), what);
       for (std::size_t i = 0; i < waits.size(); ++i) {
         BOOST_TEST((vt.calls[i + 1] == add(vt.calls[i], waits[i])), what << ": wait " << i);
       }
@@ -388,25 +392,28 @@ BOOST_AUTO_TEST_CASE(retry_policy_setters_over_extreme_values) {
       {"time_limit(max)", [&] { return p.max_attempts(10).time_limit(dmax); }, accepted, 6},
 
       {"backoff(constant(0))", [&] { return p.max_attempts(10).backoff(backoff::constant(0s)); }, accepted, 6},
-      {"backoff(constant(max))", [&] { return p.max_attempts(10).backoff(backoff::constant(dmax)); }, accepted, 6},
+      // A wait that would end at the end of time is "forever": the call
+      // gives up instead of starting it.
+      {"backoff(constant(max))", [&] { return p.max_attempts(10).backoff(backoff::constant(dmax)); }, accepted, 1},
       {"backoff(constant(max)), time_limit(1h)",
        [&] { return p.backoff(backoff::constant(dmax)).time_limit(1h); }, accepted, 1},
-      {"backoff(linear(max, max))", [&] { return p.backoff(backoff::linear(dmax, dmax)); }, accepted, 3},
+      {"backoff(linear(max, max))", [&] { return p.backoff(backoff::linear(dmax, dmax)); }, accepted, 1},
+      // 1 tick, then a delay that saturates at max: forever.
       {"backoff(exponential(1 tick, double max, no_cap))",
        [&] { return p.max_attempts(UINT32_MAX).backoff(backoff::exponential(tick, dbl_max, backoff::no_cap)); },
-       accepted, 6},
+       accepted, 2},
 
       {"jitter(none)", [&] { return p.jitter(jitter::none); }, accepted, 3},
-      {"jitter(decorrelated)", [&] { return p.jitter(jitter::decorrelated); }, accepted, 3},
+      {"jitter(decorrelated_clamped)", [&] { return p.jitter(jitter::decorrelated_clamped); }, accepted, 3},
       {"jitter(decorrelated_v2)", [&] { return p.jitter(jitter::decorrelated_v2); }, accepted, 3},
       {"jitter(5)", [&] { return p.jitter(static_cast<jitter>(5)); }, "jitter", 0},
-      {"linear(0, 10ms), jitter(decorrelated)",
-       [&] { return p.backoff(backoff::linear(0s, 10ms)).jitter(jitter::decorrelated); }, "initial", 0},
+      {"linear(0, 10ms), jitter(decorrelated_clamped)",
+       [&] { return p.backoff(backoff::linear(0s, 10ms)).jitter(jitter::decorrelated_clamped); }, "initial", 0},
       {"constant(0), jitter(decorrelated_v2)",
        [&] { return p.backoff(backoff::constant(0s)).jitter(jitter::decorrelated_v2); }, "delay", 0},
       // backoff() replaces the jitter too: the zero schedule has none.
-      {"jitter(decorrelated), linear(0, 10ms)",
-       [&] { return p.jitter(jitter::decorrelated).backoff(backoff::linear(0s, 10ms)); }, accepted, 3},
+      {"jitter(decorrelated_clamped), linear(0, 10ms)",
+       [&] { return p.jitter(jitter::decorrelated_clamped).backoff(backoff::linear(0s, 10ms)); }, accepted, 3},
   };
   for (const row& r : rows) {
     const auto policy = enter(r.what, r.make, r.verdict);

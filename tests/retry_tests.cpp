@@ -422,6 +422,225 @@ BOOST_AUTO_TEST_CASE(with_no_time_left_the_policy_delay_stands) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+namespace {
+
+// A response that may carry a server's Retry-After, in seconds.
+struct pushback_response {
+  int status;
+  int retry_after_s = -1;
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(delay_from_the_outcome, virtual_time)
+
+// Retries 503s; the delay comes from the response when it says one.
+auto retry_503 = [](const resilience::outcome<pushback_response>& o) {
+  return o.failed() || o.value().status == 503;
+};
+auto retry_after = [](const resilience::outcome<pushback_response>& o, const resilience::context&) {
+  if (o.has_value() && o.value().retry_after_s >= 0)
+    return resilience::retry_delay::after(std::chrono::seconds(o.value().retry_after_s));
+  return resilience::retry_delay::backoff();
+};
+
+BOOST_AUTO_TEST_CASE(a_given_delay_replaces_the_backoff_and_the_backoff_still_counts_retries) {
+  std::vector<pushback_response> responses{{503, 7}, {503}, {503, 2}, {200}};
+  std::size_t i = 0;
+  std::vector<duration> waits;
+  const auto p =
+      policy().retry_if(retry_503).delay_generator(retry_after).on_retry([&](const auto& e) { waits.push_back(e.delay); });
+  completion<pushback_response> done;
+  spawn(io, co_retry([&]() -> asio::awaitable<pushback_response> { co_return responses.at(i++); }, p), done);
+  clock.run(io);
+  BOOST_TEST(done.value->status == 200);
+  BOOST_TEST((waits == std::vector<duration>{7s, 200ms, 2s}));
+  BOOST_TEST((clock.now() == time_point(9200ms)));
+}
+
+BOOST_AUTO_TEST_CASE(stop_ends_the_call_with_the_failed_outcome) {
+  const auto p = policy().delay_generator([](const auto& o, const resilience::context&) {
+    return o.error() == refused ? resilience::retry_delay::stop() : resilience::retry_delay::backoff();
+  });
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing({reset, refused, reset}), p), done);
+  clock.run(io);
+  BOOST_TEST(calls() == 2);
+  BOOST_TEST((done.value->error() == refused));
+  BOOST_TEST((clock.now() == time_point(100ms)));
+}
+
+BOOST_AUTO_TEST_CASE(at_least_never_waits_less_than_the_backoff_or_the_bound) {
+  std::vector<duration> waits;
+  const auto p = policy()
+                     .delay_generator([](const auto&, const resilience::context&) {
+                       return resilience::retry_delay::at_least(250ms);
+                     })
+                     .on_retry([&](const auto& e) { waits.push_back(e.delay); });
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing({reset, reset, reset}), p), done);
+  clock.run(io);
+  BOOST_TEST((waits == std::vector<duration>{250ms, 250ms, 400ms}));
+}
+
+BOOST_AUTO_TEST_CASE(the_generator_reads_the_context) {
+  std::vector<duration> waits;
+  const auto p = policy()
+                     .delay_generator([](const auto&, const resilience::context& ctx) {
+                       return resilience::retry_delay::after(std::chrono::seconds(ctx.attempt));
+                     })
+                     .on_retry([&](const auto& e) { waits.push_back(e.delay); });
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing({reset, reset, reset}), p), done);
+  clock.run(io);
+  BOOST_TEST((waits == std::vector<duration>{1s, 2s, 3s}));
+}
+
+BOOST_AUTO_TEST_CASE(a_given_delay_is_jittered_only_when_asked) {
+  for (const bool jittered : {false, true}) {
+    asio::io_context io2;
+    manual_clock clock2;
+    std::vector<duration> waits;
+    const auto p = retry_policy{}
+                       .max_attempts(30)
+                       .backoff(backoff::constant(1ms))
+                       .jitter(jitter::full)
+                       .random(resilience::random_source::seeded(4))
+                       .clock(clock2)
+                       .delay_generator([jittered](const auto&, const resilience::context&) {
+                         const auto d = resilience::retry_delay::after(1s);
+                         return jittered ? d.jittered() : d;
+                       })
+                       .on_retry([&](const auto& e) { waits.push_back(e.delay); });
+    completion<error_code> done;
+    spawn(io2, co_retry([]() -> asio::awaitable<error_code> { co_return reset; }, p), done);
+    clock2.run(io2);
+    BOOST_REQUIRE(waits.size() == 29u);
+    const auto exactly_1s = std::count(waits.begin(), waits.end(), duration(1s));
+    BOOST_TEST(std::all_of(waits.begin(), waits.end(), [](duration d) { return d >= 0s && d <= 1s; }));
+    if (jittered) {
+      BOOST_TEST(exactly_1s == 0);
+    } else {
+      BOOST_TEST(exactly_1s == 29);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_time_limit_bounds_a_given_delay) {
+  const auto p = policy().time_limit(5s).delay_generator(
+      [](const auto&, const resilience::context&) { return resilience::retry_delay::after(6s); });
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing({reset, reset}), p), done);
+  clock.run(io);
+  BOOST_TEST(calls() == 1, "a wait past the limit is not started");
+  BOOST_TEST((done.value->error() == reset));
+  BOOST_TEST((clock.now() == time_point{}));
+}
+
+BOOST_AUTO_TEST_CASE(the_deadline_bounds_a_given_delay) {
+  const auto call = resilience::pipeline(
+      resilience::deadline_stage(3s).clock(clock),
+      policy().delay_generator(
+          [](const auto&, const resilience::context&) { return resilience::retry_delay::after(2s); }));
+  completion<boost::system::result<int>> done;
+  spawn(io, call(failing({reset, reset, reset})), done);
+  clock.run(io);
+  BOOST_TEST(calls() == 2, "the second wait would end past the deadline");
+  BOOST_TEST((done.value->error() == reset));
+  BOOST_TEST((clock.now() == time_point(2s)));
+}
+
+BOOST_AUTO_TEST_CASE(a_generator_that_throws_ends_the_call_with_its_exception) {
+  const auto p = policy().delay_generator([](const auto&, const resilience::context&) -> resilience::retry_delay {
+    throw std::runtime_error("no delay");
+  });
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing({reset, reset}), p), done);
+  BOOST_CHECK_NO_THROW(clock.run(io));
+  BOOST_TEST(done.times == 1);
+  BOOST_TEST(calls() == 1);
+  BOOST_CHECK_THROW(resilience::test::rethrow(done), std::runtime_error);
+}
+
+BOOST_AUTO_TEST_CASE(a_negative_given_delay_is_rejected_where_it_is_made) {
+  BOOST_CHECK_THROW(resilience::retry_delay::after(-1ms), std::invalid_argument);
+  BOOST_CHECK_THROW(resilience::retry_delay::at_least(-1ms), std::invalid_argument);
+  BOOST_CHECK_NO_THROW(resilience::retry_delay::after(0ms));
+}
+
+BOOST_AUTO_TEST_CASE(waiting_out_an_open_circuit_leaves_other_failures_to_the_generator) {
+  struct stub_breaker {
+    duration time_until_probe() const { return 3s; }
+  };
+  const error_code open = resilience::error::circuit_open;
+  const stub_breaker breaker;
+  std::vector<duration> waits;
+  const auto p = policy()
+                     .delay_generator([](const auto&, const resilience::context&) {
+                       return resilience::retry_delay::after(50ms);
+                     })
+                     .wait_out_open_circuit(breaker)
+                     .on_retry([&](const auto& e) { waits.push_back(e.delay); });
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing({open, reset, open}), p), done);
+  clock.run(io);
+  BOOST_TEST(done.value->value() == 42);
+  BOOST_TEST((waits == std::vector<duration>{3s, 50ms, 3s}));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(unlimited_attempts, virtual_time)
+
+BOOST_AUTO_TEST_CASE(retries_until_success) {
+  const auto p = policy().max_attempts(resilience::unlimited_attempts).backoff(backoff::constant(1ms));
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing(std::vector<error_code>(1000, reset)), p), done);
+  clock.run(io);
+  BOOST_TEST(calls() == 1001);
+  BOOST_TEST(done.value->value() == 42);
+  BOOST_TEST((clock.now() == time_point(1000ms)));
+}
+
+BOOST_AUTO_TEST_CASE(the_time_limit_ends_it) {
+  const auto p =
+      policy().max_attempts(resilience::unlimited_attempts).backoff(backoff::constant(1s)).time_limit(10s);
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing(std::vector<error_code>(1000, reset)), p), done);
+  clock.run(io);
+  BOOST_TEST(calls() == 11);
+  BOOST_TEST((done.value->error() == reset));
+}
+
+BOOST_AUTO_TEST_CASE(cancellation_ends_it) {
+  asio::cancellation_signal signal;
+  const auto p = policy()
+                     .max_attempts(resilience::unlimited_attempts)
+                     .backoff(backoff::constant(1s))
+                     .on_retry([&](const auto& e) {
+                       if (e.attempt == 50) signal.emit(asio::cancellation_type::terminal);
+                     });
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing(std::vector<error_code>(1000, reset)), p), done, &signal);
+  clock.run(io);
+  BOOST_TEST(calls() == 50);
+  BOOST_TEST((done.value->error() == asio::error::operation_aborted));
+}
+
+BOOST_AUTO_TEST_CASE(the_log_line_has_no_limit_to_show) {
+  std::vector<std::string> lines;
+  const auto p = policy().max_attempts(resilience::unlimited_attempts).logger([&](std::string_view l) {
+    lines.emplace_back(l);
+  });
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing({reset}), p), done);
+  clock.run(io);
+  BOOST_REQUIRE(lines.size() == 1u);
+  BOOST_TEST(lines[0].find("attempt 1 failed") != std::string::npos, lines[0]);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 BOOST_FIXTURE_TEST_SUITE(co_retry_cancellation, virtual_time)
 
 BOOST_AUTO_TEST_CASE(cancellation_during_a_wait_ends_at_once) {

@@ -22,7 +22,9 @@ namespace resilience {
 struct context {
   // 1-based number of the current attempt of the innermost retry stage.
   std::uint32_t attempt = 1;
-  // The most attempts that retry stage makes (1 outside any retry).
+  // The most attempts that retry stage makes (1 outside any retry;
+  // unlimited_attempts, the largest value, when only time or cancellation
+  // bounds it).
   std::uint32_t max_attempts = 1;
   // The time by which the whole call must be done; time_point::max() if none.
   time_point deadline = time_point::max();

@@ -57,6 +57,7 @@
 #include <concepts>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -79,6 +80,58 @@ struct no_retry_hook {
   template <class T>
   void operator()(const retry_event<T>&) const noexcept {}
 };
+
+// What a delay generator decides after a transient failure: the policy's own
+// backoff, a given delay, or no retry. The time limit and the deadline bound
+// a given delay like any other: one that would end past them is not waited,
+// the call gives up at once.
+class retry_delay {
+ public:
+  enum class kind : std::uint8_t { backoff, after, at_least, stop };
+
+  // The policy's schedule, jittered as it says.
+  static constexpr retry_delay backoff() noexcept { return {kind::backoff, duration::zero(), false}; }
+  // Exactly `d` (a server's Retry-After or pushback, a breaker's time until
+  // its next probe). Not jittered unless jittered() says so.
+  static retry_delay after(duration d) { return {kind::after, checked(d), false}; }
+  // The schedule's delay, but never less than `d`.
+  static retry_delay at_least(duration d) { return {kind::at_least, checked(d), false}; }
+  // No retry: the failed outcome is the call's outcome.
+  static constexpr retry_delay stop() noexcept { return {kind::stop, duration::zero(), false}; }
+
+  // A given delay spread by the policy's jitter as if it were the nominal
+  // delay: full waits uniformly in [0, d], equal in [d/2, d], the
+  // decorrelated kinds as equal. For at_least, the bound is jittered.
+  constexpr retry_delay jittered() const noexcept { return {kind_, delay_, true}; }
+
+  constexpr kind decision() const noexcept { return kind_; }
+  constexpr duration given() const noexcept { return delay_; }
+  constexpr bool is_jittered() const noexcept { return jittered_; }
+
+ private:
+  constexpr retry_delay(kind k, duration d, bool j) noexcept : kind_(k), delay_(d), jittered_(j) {}
+  static duration checked(duration d) {
+    if (d < duration::zero()) throw std::invalid_argument("retry_delay: a delay must not be negative");
+    return d;
+  }
+
+  kind kind_;
+  duration delay_;
+  bool jittered_;
+};
+
+// The default delay generator: every retry waits the policy's backoff.
+struct backoff_delay {
+  static constexpr bool is_default = true;
+  template <class T>
+  constexpr retry_delay operator()(const outcome<T>&, const context&) const noexcept {
+    return retry_delay::backoff();
+  }
+};
+
+// max_attempts(unlimited_attempts): retry until an outcome is final, the time
+// limit or a deadline is reached, or the call is cancelled.
+inline constexpr std::uint32_t unlimited_attempts = std::numeric_limits<std::uint32_t>::max();
 
 // The validated numbers of a retry policy.
 struct retry_options {
@@ -111,14 +164,38 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
 
 }  // namespace detail
 
-template <class Classifier = retry_any_failure, class OnRetry = no_retry_hook, class Clock = steady_clock>
+namespace detail {
+
+// wait_out_open_circuit(): a breaker's rejection waits until it lets a probe
+// through; every other failure is left to the generator set before.
+template <class Breaker, class Next>
+struct open_circuit_delay {
+  const Breaker* breaker;
+  [[no_unique_address]] Next next;
+
+  template <class T>
+  retry_delay operator()(const outcome<T>& o, const context& ctx) const {
+    if (o.error() != error::circuit_open) return next(o, ctx);
+    // No time left (half-open, probes all taken): the policy's own delay.
+    // duration::max() (isolated, an endless break) is "forever": the wait
+    // would never end, so the call gives up.
+    const duration left = breaker->time_until_probe();
+    return left > duration::zero() ? retry_delay::after(left) : next(o, ctx);
+  }
+};
+
+}  // namespace detail
+
+template <class Classifier = retry_any_failure, class OnRetry = no_retry_hook, class Clock = steady_clock,
+          class Delay = backoff_delay>
 class basic_retry_policy {
-  template <class, class, class>
+  template <class, class, class, class>
   friend class basic_retry_policy;
 
  public:
   using classifier_type = Classifier;
   using clock_type = Clock;
+  using delay_generator_type = Delay;
   using logger_type = std::function<void(std::string_view)>;
 
   basic_retry_policy() = default;
@@ -128,7 +205,8 @@ class basic_retry_policy {
 
   // -- building (each returns a new policy; the old one is unchanged) --
 
-  // Total calls of op, the first one included. At least 1.
+  // Total calls of op, the first one included. At least 1; or
+  // unlimited_attempts.
   basic_retry_policy max_attempts(std::uint32_t n) const {
     if (n == 0)
       throw std::invalid_argument("retry_policy: max_attempts must be at least 1 (it counts the first attempt)");
@@ -178,20 +256,31 @@ class basic_retry_policy {
     return p;
   }
 
+  // Decides the wait after each transient failure from its outcome and the
+  // call's context: `f(const outcome<T>&, const context&)` returns a
+  // retry_delay (the backoff, a given delay, or stop). For Retry-After, a
+  // server's pushback, a breaker's time until its next probe. Called on the
+  // calling coroutine's executor; with a shared policy it must be
+  // thread-safe. What it throws becomes the call's outcome.
+  template <class F>
+  basic_retry_policy<Classifier, OnRetry, Clock, F> delay_generator(F f) const {
+    return rebind<Classifier, OnRetry, Clock, F>(classifier_, on_retry_, clock_, std::move(f));
+  }
+
   // By default a circuit breaker's rejection (error::circuit_open) ends the
   // call: retrying it only waits on a dependency known to be down. With
   // this, it is retried like a transient failure, after waiting out the time
-  // `breaker` says is left before it lets a probe through, instead of the
-  // policy's own delay. `breaker` is anything with
-  // `duration time_until_probe() const` and must outlive the policy.
+  // `breaker` says is left before it lets a probe through. A delay generator
+  // on top of the one set so far (which still decides every other failure).
+  // `breaker` is anything with `duration time_until_probe() const` and must
+  // outlive the policy.
   template <class Breaker>
-  basic_retry_policy wait_out_open_circuit(const Breaker& breaker) const
+  auto wait_out_open_circuit(const Breaker& breaker) const
     requires requires { { breaker.time_until_probe() } -> std::convertible_to<duration>; }
   {
-    auto p = *this;
-    p.open_circuit_ = {&breaker, [](const void* b) -> duration {
-                         return static_cast<const Breaker*>(b)->time_until_probe();
-                       }};
+    using D = detail::open_circuit_delay<Breaker, Delay>;
+    auto p = rebind<Classifier, OnRetry, Clock, D>(classifier_, on_retry_, clock_, D{&breaker, delay_});
+    p.retries_open_circuit_ = true;
     return p;
   }
 
@@ -201,20 +290,20 @@ class basic_retry_policy {
 
   // Which outcomes are transient. Cancellation never is, whatever `c` says.
   template <class C>
-  basic_retry_policy<C, OnRetry, Clock> retry_if(C c) const {
-    return rebind<C, OnRetry, Clock>(std::move(c), on_retry_, clock_);
+  basic_retry_policy<C, OnRetry, Clock, Delay> retry_if(C c) const {
+    return rebind<C, OnRetry, Clock, Delay>(std::move(c), on_retry_, clock_, delay_);
   }
 
   // Called before every wait with a retry_event<T>. Runs on the calling
   // coroutine's executor; with a shared policy it must be thread-safe.
   template <class H>
-  basic_retry_policy<Classifier, H, Clock> on_retry(H hook) const {
-    return rebind<Classifier, H, Clock>(classifier_, std::move(hook), clock_);
+  basic_retry_policy<Classifier, H, Clock, Delay> on_retry(H hook) const {
+    return rebind<Classifier, H, Clock, Delay>(classifier_, std::move(hook), clock_, delay_);
   }
 
   template <resilience::clock K>
-  basic_retry_policy<Classifier, OnRetry, K> clock(K k) const {
-    return rebind<Classifier, OnRetry, K>(classifier_, on_retry_, std::move(k));
+  basic_retry_policy<Classifier, OnRetry, K, Delay> clock(K k) const {
+    return rebind<Classifier, OnRetry, K, Delay>(classifier_, on_retry_, std::move(k), delay_);
   }
 
   // -- reading --
@@ -223,6 +312,7 @@ class basic_retry_policy {
   const Classifier& classifier() const noexcept { return classifier_; }
   const Clock& clock() const noexcept { return clock_; }
   const random_source& random() const noexcept { return random_; }
+  const Delay& delay_generator() const noexcept { return delay_; }
 
   // -- running --
 
@@ -239,8 +329,8 @@ class basic_retry_policy {
                                                                                  parent);
   }
 
-  bool waits_out_open_circuit() const noexcept { return open_circuit_.breaker != nullptr; }
-  duration open_circuit_time_left() const { return open_circuit_.time_left(open_circuit_.breaker); }
+  // Whether a breaker's rejection is retried (see wait_out_open_circuit).
+  bool waits_out_open_circuit() const noexcept { return retries_open_circuit_; }
 
   // Called by retry_loop, once per retry.
   template <class T>
@@ -254,30 +344,26 @@ class basic_retry_policy {
   }
 
  private:
-  // Where a circuit_open wait comes from: only read after a rejection.
-  struct open_circuit_source {
-    const void* breaker = nullptr;
-    duration (*time_left)(const void*) = nullptr;
-  };
+  basic_retry_policy(retry_options o, random_source r, logger_type l, bool retries_open_circuit, Classifier c,
+                     OnRetry h, Clock k, Delay d)
+      : options_(std::move(o)), random_(std::move(r)), logger_(std::move(l)),
+        retries_open_circuit_(retries_open_circuit), classifier_(std::move(c)), on_retry_(std::move(h)),
+        clock_(std::move(k)), delay_(std::move(d)) {}
 
-  basic_retry_policy(retry_options o, random_source r, logger_type l, open_circuit_source b, Classifier c,
-                     OnRetry h, Clock k)
-      : options_(std::move(o)), random_(std::move(r)), logger_(std::move(l)), open_circuit_(b),
-        classifier_(std::move(c)), on_retry_(std::move(h)), clock_(std::move(k)) {}
-
-  template <class C, class H, class K>
-  basic_retry_policy<C, H, K> rebind(C c, H h, K k) const {
-    return basic_retry_policy<C, H, K>(options_, random_, logger_, {open_circuit_.breaker, open_circuit_.time_left},
-                                       std::move(c), std::move(h), std::move(k));
+  template <class C, class H, class K, class D>
+  basic_retry_policy<C, H, K, D> rebind(C c, H h, K k, D d) const {
+    return basic_retry_policy<C, H, K, D>(options_, random_, logger_, retries_open_circuit_, std::move(c),
+                                          std::move(h), std::move(k), std::move(d));
   }
 
   retry_options options_;
   random_source random_;
   logger_type logger_;
-  open_circuit_source open_circuit_;
+  bool retries_open_circuit_ = false;
   [[no_unique_address]] Classifier classifier_{};
   [[no_unique_address]] OnRetry on_retry_{};
   [[no_unique_address]] Clock clock_{};
+  [[no_unique_address]] Delay delay_{};
 };
 
 using retry_policy = basic_retry_policy<>;
@@ -345,18 +431,24 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
     // No wait may end past the time limit or the deadline: give up now
     // instead, with the last outcome (deadline_exceeded if it has passed).
     delay next = delays.next(policy.random());
-    if (policy.waits_out_open_circuit() && last->error() == error::circuit_open) {
-      // The breaker knows when it will let a probe through; with no time
-      // left (half-open, probes all taken) the policy's own delay stands. A
-      // breaker held open (isolated) will not say: waiting is pointless.
-      // "Forever" (an isolated breaker, an endless break) ends the call now.
-      const duration left = policy.open_circuit_time_left();
-      if (saturating_add(policy.clock().now(), left) == time_point::max()) break;
-      if (left > duration::zero()) next = {left, left};
+    using delay_type = std::remove_cvref_t<decltype(policy.delay_generator())>;
+    if constexpr (!requires { requires delay_type::is_default; }) {
+      const retry_delay decision = policy.delay_generator()(*last, std::as_const(ctx));
+      if (decision.decision() == retry_delay::kind::stop) break;
+      if (decision.decision() != retry_delay::kind::backoff) {
+        const duration given = decision.is_jittered() ? jitter_given(options.delays, decision.given(), policy.random())
+                                                      : decision.given();
+        next = decision.decision() == retry_delay::kind::after
+                   ? delay{decision.given(), given}
+                   : delay{std::max(next.nominal, decision.given()), std::max(next.actual, given)};
+      }
     }
-    const bool bounded = give_up_at != time_point::max();
-    const time_point now = bounded || next.actual != duration::zero() ? policy.clock().now() : time_point{};
-    if (bounded && next.actual > give_up_at - now) {
+    const time_point now = give_up_at != time_point::max() || next.actual != duration::zero() ? policy.clock().now()
+                                                                                               : time_point{};
+    // A wait that would never end (duration::max(), an isolated breaker)
+    // means "forever": give up now rather than sleep for centuries.
+    if (next.actual != duration::zero() && saturating_add(now, next.actual) == time_point::max()) break;
+    if (give_up_at != time_point::max() && next.actual > give_up_at - now) {
       if (now >= ctx.deadline) last.emplace(outcome<T>::from_error(error::deadline_exceeded));
       break;
     }
