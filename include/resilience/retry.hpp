@@ -17,10 +17,12 @@
 //     returned as is;
 //   - max_attempts reached: the last attempt's own outcome is returned, its
 //     exception rethrown as is or its error value returned as is;
+//   - the delay generator's stop() (see delay_generator below);
 //   - the time limit, or the deadline of an enclosing deadline stage
 //     (context::deadline): if the next delay would end past it, co_retry gives
 //     up at once with the last outcome instead of sleeping; once the deadline
-//     has passed, it ends with error::deadline_exceeded;
+//     has passed, it ends with error::deadline_exceeded. A delay that would
+//     end at the end of time (duration::max()) gives up the same way;
 //   - a circuit breaker's rejection (error::circuit_open), unless the policy
 //     was told to wait_out_open_circuit(breaker);
 //   - cancellation of the awaiting coroutine (its cancellation slot): co_retry
@@ -28,6 +30,9 @@
 //     boost::system::system_error when T has none), and calls op no more. A
 //     cancellation is never retried, whatever the classifier says.
 //
+// The wait before each retry is the backoff's next delay unless a delay
+// generator, asked with the failed outcome and the context, says otherwise
+// (Retry-After, a server's pushback, a breaker's time until its probe).
 // Waits use a timer of the policy's clock, bound to the coroutine's
 // cancellation slot. A zero delay yields (post) instead of arming a timer.
 //
