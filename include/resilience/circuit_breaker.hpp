@@ -228,7 +228,7 @@ boost::asio::awaitable<T, Executor> breaker_call(Op op, breaker_core* core, Clas
   if (result->cancelled()) {
     permit.release();
   } else {
-    permit.record(static_cast<bool>(classify(*result)));
+    permit.record(detail::classify(classify, *result, ctx));
   }
   co_return std::move(*result).get();
 }

@@ -1,14 +1,17 @@
 // resilience/classifier.hpp — ready-made classifiers.
 //
-// A classifier is any predicate over `const outcome<T>&`. Retry reads `true`
-// as "transient: try again"; a circuit breaker reads it as "counts as a
-// failure". Write your own as a lambda, or combine these:
+// A classifier is any predicate over `const outcome<T>&`, or over
+// `(const outcome<T>&, const context&)` when it needs the call's properties
+// ("may the request have been sent?", "is it idempotent?"). Retry reads
+// `true` as "transient: try again"; a circuit breaker reads it as "counts as
+// a failure". Write your own as a lambda, or combine these:
 //
 //   auto policy = resilience::retry_policy{}.retry_if(
 //       resilience::retry_on_errors{boost::asio::error::connection_reset,
 //                                   boost::asio::error::timed_out});
 #pragma once
 
+#include <resilience/context.hpp>
 #include <resilience/outcome.hpp>
 
 #include <algorithm>
@@ -16,6 +19,7 @@
 #include <cstddef>
 #include <initializer_list>
 #include <stdexcept>
+#include <type_traits>
 
 namespace resilience {
 
@@ -24,6 +28,23 @@ namespace resilience {
 // skip building an outcome for such values: the success path gets cheaper.
 template <class C>
 concept ignores_successes = requires { requires C::ignores_successes; };
+
+namespace detail {
+
+// Asks a classifier of either shape.
+template <class C, class T>
+bool classify(const C& c, const outcome<T>& o, const context& ctx) {
+  if constexpr (std::is_invocable_v<const C&, const outcome<T>&, const context&>) {
+    return static_cast<bool>(c(o, ctx));
+  } else {
+    static_assert(std::is_invocable_v<const C&, const outcome<T>&>,
+                  "a classifier is callable as bool(const resilience::outcome<T>&) or "
+                  "bool(const resilience::outcome<T>&, const resilience::context&), T being the op's value type");
+    return static_cast<bool>(c(o));
+  }
+}
+
+}  // namespace detail
 
 // Any failure except a cancellation: retry's default for "transient" and
 // the circuit breaker's default for "counts as a failure".

@@ -10,12 +10,16 @@
 // An operation may take a `const context&`, or nothing. Each stage of a
 // pipeline keeps its own copy and passes it inward, adjusted: a retry stage
 // sets the attempt number, a deadline stage tightens the deadline. A context
-// is a few words, so copying it costs nothing worth measuring.
+// is a few words, so copying it costs nothing worth measuring. Copies share
+// the call's properties (a pointer): what the op marks, every stage and the
+// caller see.
 #pragma once
 
 #include <resilience/clock.hpp>
+#include <resilience/properties.hpp>
 
 #include <cstdint>
+#include <utility>
 
 namespace resilience {
 
@@ -29,7 +33,38 @@ struct context {
   // The time by which the whole call must be done; time_point::max() if none.
   time_point deadline = time_point::max();
 
+  // The call's properties (properties.hpp), shared by the op and every
+  // stage; null when the caller attached none.
+  properties* props = nullptr;
+
   bool has_deadline() const noexcept { return deadline != time_point::max(); }
+
+  // This context with `p` attached. A temporary would be gone before the
+  // call ends, so it is refused.
+  context with(properties& p) const noexcept {
+    context c = *this;
+    c.props = &p;
+    return c;
+  }
+  context with(properties&&) const = delete;
+
+  // Marks a property for the rest of the call. Without properties attached
+  // there is nowhere to keep it (and nothing could read it): returns false.
+  template <class T, class V>
+  bool set(const property_key<T>& key, V&& value) const {
+    if (!props) return false;
+    props->set(key, std::forward<V>(value));
+    return true;
+  }
+  template <class T>
+  const T* find(const property_key<T>& key) const noexcept {
+    return props ? props->find(key) : nullptr;
+  }
+  template <class T>
+  T value_or(const property_key<T>& key, T fallback) const {
+    const T* v = find(key);
+    return v ? *v : std::move(fallback);
+  }
 
   // Time left until the deadline, never negative; duration::max() if none.
   template <resilience::clock C = steady_clock>

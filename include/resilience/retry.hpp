@@ -398,11 +398,11 @@ namespace detail {
 // Whether `o` ends the call: success or a permanent failure. Cancellation
 // always ends it, whatever the classifier says.
 template <class Policy, class T>
-[[gnu::always_inline]] inline bool is_final(const Policy& policy, const outcome<T>& o) {
+[[gnu::always_inline]] inline bool is_final(const Policy& policy, const outcome<T>& o, const context& ctx) {
   const error_code ec = o.error();
   if (is_cancellation(ec)) return true;
   if (ec == error::circuit_open) return !policy.waits_out_open_circuit();
-  return !policy.classifier()(o);
+  return !classify(policy.classifier(), o, ctx);
 }
 
 // Everything after a transient failure: waits and further attempts. A
@@ -490,7 +490,7 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
     } catch (...) {
       last.emplace(outcome<T>::from_current_exception());
     }
-    if (is_final(policy, *last)) break;
+    if (is_final(policy, *last, ctx)) break;
   }
 
   if (aborted) {
@@ -543,7 +543,7 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
   } catch (...) {
     first.emplace(outcome<T>::from_current_exception());
   }
-  if (is_final(policy, *first)) co_return std::move(*first).get();
+  if (is_final(policy, *first, ctx)) co_return std::move(*first).get();
   // The op, or a hook inside it, may have cancelled the call: awaiting the
   // rest must not throw then, it ends the call as a cancellation itself.
   bool throws = true;

@@ -1,0 +1,13 @@
+// expect: deleted
+// A context refers to the call's properties: not to a temporary, which would
+// be gone before the call ends.
+#include <resilience/context.hpp>
+
+resilience::context build() {
+#ifdef RESILIENCE_MISUSE
+  return resilience::context{}.with(resilience::properties{});
+#else
+  static resilience::properties props;
+  return resilience::context{}.with(props);
+#endif
+}
