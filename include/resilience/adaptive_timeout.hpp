@@ -309,18 +309,18 @@ class basic_adaptive_timeout {
 
   // The stage interface. The awaitable refers to this stage, which must
   // outlive it; a temporary stage is moved into the call instead.
-  template <class Op>
+  template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) const&;
-  template <class Op>
+  template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) && {
     return detail::run_owning(std::move(*this), std::move(op), parent);
   }
 
-  template <class Op>
+  template <awaitable_op Op>
   auto operator()(Op op, const context& parent = {}) const& {
     return run(std::move(op), parent);
   }
-  template <class Op>
+  template <awaitable_op Op>
   auto operator()(Op op, const context& parent = {}) && {
     return std::move(*this).run(std::move(op), parent);
   }
@@ -381,7 +381,7 @@ boost::asio::awaitable<T, Executor> run_adaptive(Op op, context ctx, const Stage
 }  // namespace detail
 
 template <class Clock>
-template <class Op>
+template <awaitable_op Op>
 auto basic_adaptive_timeout<Clock>::run(Op op, const context& parent) const& {
   return detail::run_adaptive<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), parent, this);
 }

@@ -245,13 +245,13 @@ class breaker_stage {
 
   breaker_stage(detail::breaker_core& core, Classifier c) : core_(&core), classifier_(std::move(c)) {}
 
-  template <class Op>
+  template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) const {
     return detail::breaker_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), core_,
                                                                                  classifier_, parent);
   }
 
-  template <class Op>
+  template <awaitable_op Op>
   auto operator()(Op op, const context& parent = {}) const {
     return run(std::move(op), parent);
   }
@@ -280,11 +280,11 @@ class basic_circuit_breaker {
 
   // The stage interface, with the default classifier. Const like every
   // stage's run: the breaker's state is shared and synchronised within.
-  template <class Op>
+  template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) const {
     return stage().run(std::move(op), parent);
   }
-  template <class Op>
+  template <awaitable_op Op>
   auto operator()(Op op, const context& parent = {}) const {
     return run(std::move(op), parent);
   }

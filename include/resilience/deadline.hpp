@@ -104,23 +104,23 @@ class basic_deadline_stage {
   // The budget starts when the call starts, not when the awaitable is made.
   // The awaitable refers to this stage, which must outlive it; a temporary
   // stage is moved into the call instead.
-  template <class Op>
+  template <awaitable_op Op>
   auto run(Op op, context parent = {}) const& {
     parent.deadline = std::min(parent.deadline, absolute_.at());
     return detail::run_bounded<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
         std::move(op), parent, &clock_, budget_.value_or(duration::max()), boost::asio::cancellation_type::terminal,
         error::deadline_exceeded, &on_deadline_);
   }
-  template <class Op>
+  template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) && {
     return detail::run_owning(std::move(*this), std::move(op), parent);
   }
 
-  template <class Op>
+  template <awaitable_op Op>
   auto operator()(Op op, const context& parent = {}) const& {
     return run(std::move(op), parent);
   }
-  template <class Op>
+  template <awaitable_op Op>
   auto operator()(Op op, const context& parent = {}) && {
     return std::move(*this).run(std::move(op), parent);
   }

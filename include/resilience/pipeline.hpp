@@ -120,20 +120,20 @@ class pipeline {
 
   // The awaitable refers to this pipeline, which must outlive it; a
   // temporary pipeline is moved into the call instead.
-  template <class Op>
+  template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) const& {
     return run_from<0>(std::move(op), parent);
   }
-  template <class Op>
+  template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) && {
     return detail::run_owning(std::move(*this), std::move(op), parent);
   }
 
-  template <class Op>
+  template <awaitable_op Op>
   auto operator()(Op op, const context& parent = {}) const& {
     return run_from<0>(std::move(op), parent);
   }
-  template <class Op>
+  template <awaitable_op Op>
   auto operator()(Op op, const context& parent = {}) && {
     return detail::run_owning(std::move(*this), std::move(op), parent);
   }

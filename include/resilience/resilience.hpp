@@ -15,6 +15,7 @@
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
 #include <resilience/pipeline.hpp>
+#include <resilience/properties.hpp>
 #include <resilience/random.hpp>
 #include <resilience/retry.hpp>
 #include <resilience/timeout.hpp>

@@ -324,11 +324,11 @@ class basic_retry_policy {
   // The stage interface: run op under this policy inside a parent context.
   // The awaitable refers to this policy, which must outlive it; a temporary
   // policy is moved into the call instead.
-  template <class Op>
+  template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) const& {
     return detail::retry_loop<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), this, parent);
   }
-  template <class Op>
+  template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) && {
     return detail::retry_loop<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), std::move(*this),
                                                                                  parent);
@@ -374,14 +374,14 @@ class basic_retry_policy {
 using retry_policy = basic_retry_policy<>;
 
 // Runs op under the default policy, which the call owns.
-template <class Op>
+template <awaitable_op Op>
 auto co_retry(Op op) {
   return detail::retry_loop<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), retry_policy{},
                                                                                context{});
 }
 
 // Runs op under policy. See the top of this header.
-template <class Op, class Policy>
+template <awaitable_op Op, class Policy>
 auto co_retry(Op op, Policy&& policy, const context& parent = {}) {
   using P = std::remove_cvref_t<Policy>;
   using T = detail::op_value_t<Op>;

@@ -74,21 +74,21 @@ class basic_timeout {
 
   // The stage interface. The awaitable refers to this stage, which must
   // outlive it; a temporary stage is moved into the call instead.
-  template <class Op>
+  template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) const& {
     return detail::run_bounded<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
         std::move(op), parent, &clock_, limit_, type_, error::timeout, &on_timeout_);
   }
-  template <class Op>
+  template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) && {
     return detail::run_owning(std::move(*this), std::move(op), parent);
   }
 
-  template <class Op>
+  template <awaitable_op Op>
   auto operator()(Op op, const context& parent = {}) const& {
     return run(std::move(op), parent);
   }
-  template <class Op>
+  template <awaitable_op Op>
   auto operator()(Op op, const context& parent = {}) && {
     return std::move(*this).run(std::move(op), parent);
   }

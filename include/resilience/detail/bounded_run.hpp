@@ -30,6 +30,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -50,6 +51,24 @@ struct expiry_event {
   std::uint32_t attempt;
 };
 using expiry_hook = std::function<void(const expiry_event&)>;
+
+namespace detail {
+template <class A>
+inline constexpr bool is_asio_awaitable = false;
+template <class T, class Executor>
+inline constexpr bool is_asio_awaitable<boost::asio::awaitable<T, Executor>> = true;
+}  // namespace detail
+
+// What every strategy runs: a callable taking `const context&` or nothing
+// and returning `asio::awaitable<T, Executor>`. A plain value, a callable
+// that needs other arguments, or another kind of awaitable is not one.
+template <class Op>
+concept awaitable_op =
+    std::move_constructible<Op> &&
+    ((std::is_invocable_v<Op&, const context&> &&
+      detail::is_asio_awaitable<std::remove_cvref_t<std::invoke_result_t<Op&, const context&>>>) ||
+     (!std::is_invocable_v<Op&, const context&> && std::is_invocable_v<Op&> &&
+      detail::is_asio_awaitable<std::remove_cvref_t<std::invoke_result_t<Op&>>>));
 
 }  // namespace resilience
 
