@@ -7,6 +7,7 @@
 #include <resilience/adaptive_timeout.hpp>
 #include <resilience/any_pipeline.hpp>
 #include <resilience/backoff.hpp>
+#include <resilience/breaker_registry.hpp>
 #include <resilience/circuit_breaker.hpp>
 #include <resilience/classifier.hpp>
 #include <resilience/clock.hpp>
