@@ -430,6 +430,9 @@ struct pushback_response {
   int retry_after_s = -1;
 };
 
+// Found by argument-dependent lookup: how the retry log names a response.
+std::string describe_result(const pushback_response& r) { return "HTTP " + std::to_string(r.status); }
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_SUITE(delay_from_the_outcome, virtual_time)
@@ -586,6 +589,47 @@ BOOST_AUTO_TEST_CASE(waiting_out_an_open_circuit_leaves_other_failures_to_the_ge
   clock.run(io);
   BOOST_TEST(done.value->value() == 42);
   BOOST_TEST((waits == std::vector<duration>{3s, 50ms, 3s}));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(log_lines, virtual_time)
+
+BOOST_AUTO_TEST_CASE(name_the_failed_value_the_error_and_the_exception) {
+  std::vector<std::string> lines;
+  const auto log = [&](std::string_view l) { lines.emplace_back(l); };
+  {
+    std::vector<pushback_response> responses{{503}, {200}};
+    std::size_t i = 0;
+    completion<pushback_response> done;
+    spawn(io,
+          co_retry([&]() -> asio::awaitable<pushback_response> { co_return responses.at(i++); },
+                   policy().retry_if(delay_from_the_outcome::retry_503).logger(log)),
+          done);
+    clock.run(io);
+  }
+  {
+    completion<boost::system::result<int>> done;
+    spawn(io, co_retry(failing({reset}), policy().logger(log)), done);
+    clock.run(io);
+  }
+  {
+    int calls = 0;
+    completion<int> done;
+    spawn(io,
+          co_retry(
+              [&]() -> asio::awaitable<int> {
+                if (++calls == 1) throw std::runtime_error("disk on fire");
+                co_return 1;
+              },
+              policy().logger(log)),
+          done);
+    clock.run(io);
+  }
+  BOOST_REQUIRE(lines.size() == 3u);
+  BOOST_TEST(lines[0].find("(HTTP 503)") != std::string::npos, lines[0]);
+  BOOST_TEST(lines[1].find(reset.message()) != std::string::npos, lines[1]);
+  BOOST_TEST(lines[2].find("disk on fire") != std::string::npos, lines[2]);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -155,6 +155,23 @@ std::string describe_failure(const std::exception_ptr& ex, const error_code& ec)
 std::string format_retry_line(std::uint32_t attempt, std::uint32_t max_attempts, std::string_view failure,
                               duration backoff, duration delay);
 
+// A value that fails without an error code (an HTTP 503 response) is
+// described by `describe_result(const T&)`, found by argument-dependent
+// lookup in T's namespace, when the application declares one:
+//   std::string describe_result(const response& r) { return "HTTP " + std::to_string(r.status); }
+template <class T>
+concept describable_result = requires(const T& v) {
+  { describe_result(v) } -> std::convertible_to<std::string>;
+};
+
+template <class T>
+std::string describe_outcome(const outcome<T>& o) {
+  if constexpr (!std::is_void_v<T> && describable_result<T>) {
+    if (o.has_value() && !o.error()) return std::string(describe_result(o.value()));
+  }
+  return describe_failure(o.exception(), o.error());
+}
+
 template <class P>
 const P& deref(const P* p) noexcept {
   return *p;
@@ -254,7 +271,9 @@ class basic_retry_policy {
     return p;
   }
 
-  // A line per retry, formatted with fmt: the failure, the attempt, the delay.
+  // A line per retry, formatted with fmt: the failure (an error's message, an
+  // exception's what(), or describe_result() of a failed value: see
+  // describe_outcome), the attempt, the delay.
   basic_retry_policy logger(logger_type log) const {
     auto p = *this;
     p.logger_ = std::move(log);
@@ -342,9 +361,8 @@ class basic_retry_policy {
   void notify_retry(const retry_event<T>& e) const {
     on_retry_(e);
     if (logger_) {
-      logger_(detail::format_retry_line(e.attempt, e.max_attempts,
-                                        detail::describe_failure(e.result.exception(), e.result.error()),
-                                        e.backoff, e.delay));
+      logger_(detail::format_retry_line(e.attempt, e.max_attempts, detail::describe_outcome(e.result), e.backoff,
+                                        e.delay));
     }
   }
 
