@@ -150,7 +150,7 @@ BOOST_AUTO_TEST_CASE(in_a_pipeline_with_a_breaker) {
 
 BOOST_AUTO_TEST_CASE(a_probe_interrupted_by_shutdown_gives_its_permit_back) {
   half_open_breaker h;
-  const auto call = resilience::pipeline(std::ref(h.breaker), resilience::timeout(30min));
+  const auto call = resilience::pipeline(std::ref(h.breaker), resilience::timeout(30min).clock(h.clock));
   destroy_context_with_calls_suspended([&](int* s) { return call([s] { return sleep_an_hour(s); }); }, 1);
   BOOST_TEST((h.breaker.state() == resilience::circuit_state::half_open));
   BOOST_TEST(h.breaker.metrics().probes_in_flight == 0u, "the probe's permit was lost");

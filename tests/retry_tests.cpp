@@ -5,6 +5,7 @@
 #include <resilience/deadline.hpp>
 #include <resilience/pipeline.hpp>
 #include <resilience/retry.hpp>
+#include <resilience/timeout.hpp>
 #include <resilience/testing/manual_clock.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -589,6 +590,47 @@ BOOST_AUTO_TEST_CASE(waiting_out_an_open_circuit_leaves_other_failures_to_the_ge
   clock.run(io);
   BOOST_TEST(done.value->value() == 42);
   BOOST_TEST((waits == std::vector<duration>{3s, 50ms, 3s}));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(one_clock_per_call, virtual_time)
+
+BOOST_AUTO_TEST_CASE(a_pipeline_puts_every_stage_on_the_clock_it_is_given) {
+  // Built for production (steady clock), run on virtual time.
+  const auto production = resilience::pipeline(resilience::deadline_stage(10s),
+                                               retry_policy{}
+                                                   .max_attempts(5)
+                                                   .backoff(backoff::constant(1s))
+                                                   .jitter(jitter::none),
+                                               resilience::timeout(500ms));
+  const auto on_virtual_time = production.clock(clock);
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(on_virtual_time.stage<1>().clock())>, manual_clock>);
+  // Each attempt hangs until its timeout: 500 ms, then 1 s of backoff.
+  auto op = [this]() -> asio::awaitable<error_code> {
+    attempts.push_back(clock.now());
+    auto timer = clock.make_timer(co_await asio::this_coro::executor);
+    timer.expires_after(1h);
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    co_return ec;
+  };
+  completion<error_code> done;
+  spawn(io, on_virtual_time(op), done);
+  clock.run(io);
+  BOOST_TEST((done.value == resilience::error::timeout));
+  BOOST_TEST(calls() == 5);
+  BOOST_TEST((since_start(4) == 6s));
+  BOOST_TEST((clock.now() == time_point(6500ms)));
+}
+
+BOOST_AUTO_TEST_CASE(two_clocks_of_one_type_are_refused_when_the_pipeline_is_built) {
+  manual_clock other;
+  BOOST_CHECK_THROW(resilience::pipeline(policy(), resilience::timeout(1s).clock(other)), std::invalid_argument);
+  const manual_clock copy = clock;  // a copy is the same clock
+  BOOST_CHECK_NO_THROW(resilience::pipeline(policy(), resilience::timeout(1s).clock(copy)));
+  resilience::basic_circuit_breaker<manual_clock> breaker{resilience::breaker_options{}, other};
+  BOOST_CHECK_THROW(resilience::pipeline(policy(), std::ref(breaker)), std::invalid_argument);
+  BOOST_CHECK_NO_THROW(resilience::pipeline(policy().clock(other), std::ref(breaker)));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -27,7 +27,12 @@
 //
 // Mistakes that can be seen when the pipeline is built are rejected then with
 // std::invalid_argument: an attempt timeout longer than the budget of a
-// deadline stage outside it can never fire.
+// deadline stage outside it can never fire; two stages on different
+// instances of one clock type (two manual clocks). Stages on different clock
+// types do not compile: a call has one clock. `.clock(k)` gives every stage
+// that takes a clock the same one:
+//   auto on_virtual_time = call_backend.clock(manual);  // retry, deadline, timeouts
+// (a breaker keeps the clock it was built with; it must be the same one).
 #pragma once
 
 #include <resilience/context.hpp>
@@ -106,11 +111,60 @@ concept has_limit = requires(const S& s) {
   { s.limit() } -> std::same_as<duration>;
 };
 
+// The clock a stage reads (void for a stage that reads none).
+template <class S>
+struct clock_of {
+  using type = void;
+};
+template <class S>
+  requires requires(const S& s) { s.clock(); }
+struct clock_of<S> {
+  using type = std::remove_cvref_t<decltype(std::declval<const S&>().clock())>;
+};
+template <class... C>
+struct first_clock {
+  using type = void;
+};
+template <class C, class... R>
+struct first_clock<C, R...> {
+  using type = std::conditional_t<std::is_void_v<C>, typename first_clock<R...>::type, C>;
+};
+template <class... C>
+inline constexpr bool clocks_agree =
+    ((std::is_void_v<C> || std::is_same_v<C, typename first_clock<C...>::type>) && ...);
+
+// Whether two clocks of one type are one clock: copies of one manual clock
+// are; a stateless clock (the steady clock) always is.
+template <class K>
+bool same_clock(const K& a, const K& b) {
+  if constexpr (requires { { a == b } -> std::convertible_to<bool>; }) {
+    return a == b;
+  } else {
+    return true;
+  }
+}
+
+template <class S, class K>
+auto with_clock(const S& s, const K& k) {
+  if constexpr (requires { s.clock(k); }) {
+    return s.clock(k);
+  } else if constexpr (std::is_copy_constructible_v<S>) {
+    return s;
+  } else {
+    return std::cref(s);  // shared state (a breaker): still referred to
+  }
+}
+
 }  // namespace detail
 
 template <class... Stored>
 class pipeline {
   static_assert(sizeof...(Stored) >= 1, "a pipeline needs at least one stage");
+  static_assert(detail::clocks_agree<typename detail::clock_of<std::remove_cvref_t<
+                    decltype(detail::unwrap_stage(std::declval<const Stored&>()))>>::type...>,
+                "every stage of a pipeline must read the same clock type (a manual clock in one stage and the "
+                "steady clock in another would end calls with deadline_exceeded); use pipeline(...).clock(c) "
+                "to give every stage one clock");
 
  public:
   template <class... S>
@@ -144,6 +198,16 @@ class pipeline {
   }
 
   static constexpr std::size_t size() noexcept { return sizeof...(Stored); }
+
+  // This pipeline with every stage that takes a clock on `k`. Stages that
+  // keep their own (a breaker) must already read the same clock: checked as
+  // the new pipeline is built.
+  template <resilience::clock K>
+  auto clock(K k) const {
+    return std::apply(
+        [&](const auto&... s) { return resilience::pipeline(detail::with_clock(detail::unwrap_stage(s), k)...); },
+        stages_);
+  }
 
  private:
   template <std::size_t I>
@@ -182,12 +246,24 @@ class pipeline {
     }
   }
 
-  // Every attempt timeout inside a deadline stage must fit in its budget.
+  // Every attempt timeout inside a deadline stage must fit in its budget,
+  // and every stage reads one clock.
   void validate() const {
     std::optional<duration> budget;
     std::string name;
+    const void* first_clock = nullptr;
     auto check = [&](const auto& s) {
       using S = std::remove_cvref_t<decltype(s)>;
+      if constexpr (!std::is_void_v<typename detail::clock_of<S>::type>) {
+        using K = typename detail::clock_of<S>::type;
+        if (!first_clock) {
+          first_clock = &s.clock();
+        } else if (!detail::same_clock(*static_cast<const K*>(first_clock), s.clock())) {
+          throw std::invalid_argument(
+              "pipeline: two stages read different clocks of one type; a call has one clock: give every stage "
+              "the same clock object (or a copy of it), or use pipeline(...).clock(c)");
+        }
+      }
       if constexpr (detail::has_limit<S>) {
         if (budget && s.limit() > *budget) {
           using ms = std::chrono::duration<double, std::milli>;

@@ -80,6 +80,9 @@ class manual_clock {
     return basic_timer<Executor>(*this, ex);
   }
 
+  // Copies are one clock: they read the same time.
+  friend bool operator==(const manual_clock& a, const manual_clock& b) noexcept { return a.state_ == b.state_; }
+
  private:
   using handler_type = boost::asio::any_completion_handler<void(boost::system::error_code)>;
 
