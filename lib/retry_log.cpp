@@ -30,4 +30,11 @@ std::string format_retry_line(std::uint32_t attempt, std::uint32_t max_attempts,
                      attempt, max_attempts, failure, ms(delay).count(), ms(backoff).count());
 }
 
+std::string format_budget_line(std::uint32_t attempt, std::uint32_t max_attempts, std::string_view failure) {
+  if (max_attempts == unlimited_attempts)
+    return fmt::format("retry: attempt {} failed ({}); retry budget exhausted, giving up", attempt, failure);
+  return fmt::format("retry: attempt {}/{} failed ({}); retry budget exhausted, giving up", attempt, max_attempts,
+                     failure);
+}
+
 }  // namespace resilience::detail

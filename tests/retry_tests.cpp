@@ -5,6 +5,7 @@
 #include <resilience/deadline.hpp>
 #include <resilience/pipeline.hpp>
 #include <resilience/retry.hpp>
+#include <resilience/retry_budget.hpp>
 #include <resilience/timeout.hpp>
 #include <resilience/testing/manual_clock.hpp>
 
@@ -14,6 +15,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <stdexcept>
 #include <string>
@@ -631,6 +633,139 @@ BOOST_AUTO_TEST_CASE(two_clocks_of_one_type_are_refused_when_the_pipeline_is_bui
   resilience::basic_circuit_breaker<manual_clock> breaker{resilience::breaker_options{}, other};
   BOOST_CHECK_THROW(resilience::pipeline(policy(), std::ref(breaker)), std::invalid_argument);
   BOOST_CHECK_NO_THROW(resilience::pipeline(policy().clock(other), std::ref(breaker)));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+struct budget_fixture : virtual_time {
+  auto always_failing() {
+    return [this]() -> asio::awaitable<boost::system::result<int>> {
+      attempts.push_back(clock.now());
+      co_return reset;
+    };
+  }
+  auto always_succeeding() {
+    return [this]() -> asio::awaitable<boost::system::result<int>> {
+      attempts.push_back(clock.now());
+      co_return 1;
+    };
+  }
+};
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(retry_budgets, budget_fixture)
+
+BOOST_AUTO_TEST_CASE(a_throttle_rejects_bad_settings) {
+  BOOST_CHECK_THROW(resilience::retry_throttle(0, 0.1), std::invalid_argument);
+  BOOST_CHECK_THROW(resilience::retry_throttle(1001, 0.1), std::invalid_argument);
+  BOOST_CHECK_THROW(resilience::retry_throttle(10, 0.0), std::invalid_argument);
+  BOOST_CHECK_THROW(resilience::retry_throttle(10, -1.0), std::invalid_argument);
+  BOOST_CHECK_THROW(resilience::retry_throttle(10, std::nan("")), std::invalid_argument);
+  BOOST_CHECK_THROW(resilience::retry_throttle(10, 0.0001), std::invalid_argument);
+  BOOST_CHECK_THROW(resilience::retry_throttle(10, 11.0), std::invalid_argument);
+  BOOST_CHECK_NO_THROW(resilience::retry_throttle(1000, 0.125));
+  BOOST_CHECK_NO_THROW(resilience::retry_throttle(1, 1.0));
+}
+
+BOOST_AUTO_TEST_CASE(a_throttle_counts_tokens_as_grpc_does) {
+  resilience::retry_throttle t{10, 0.5};
+  BOOST_TEST(t.tokens() == 10.0);
+  for (int i = 0; i < 4; ++i) t.record(true);
+  BOOST_TEST(t.try_retry(), "6 tokens is above half of 10");
+  t.record(true);
+  BOOST_TEST(!t.try_retry(), "5 is not above half");
+  BOOST_TEST(t.refusals() == 1u);
+  t.record(false);
+  BOOST_TEST(t.tokens() == 5.5);
+  BOOST_TEST(t.try_retry());
+  for (int i = 0; i < 100; ++i) t.record(false);
+  BOOST_TEST(t.tokens() == 10.0, "capped at the maximum");
+  for (int i = 0; i < 100; ++i) t.record(true);
+  BOOST_TEST(t.tokens() == 0.0, "never below zero");
+}
+
+BOOST_AUTO_TEST_CASE(a_throttle_stops_retries_when_most_attempts_fail) {
+  resilience::retry_throttle throttle{10, 0.1};
+  const auto p = policy().max_attempts(3).budget(throttle);
+  std::vector<int> attempts_per_call;
+  for (int call = 0; call < 5; ++call) {
+    const std::size_t before = attempts.size();
+    completion<boost::system::result<int>> done;
+    spawn(io, co_retry(always_failing(), p), done);
+    clock.run(io);
+    BOOST_TEST((done.value->error() == reset));
+    attempts_per_call.push_back(static_cast<int>(attempts.size() - before));
+  }
+  // 10 -> 9 -> 8 -> 7 tokens (3 attempts); 6 -> 5, refused; then 1 attempt each.
+  BOOST_TEST(attempts_per_call == (std::vector<int>{3, 2, 1, 1, 1}), boost::test_tools::per_element());
+  BOOST_TEST(throttle.refusals() == 4u);
+  // 8 failed attempts left 2 tokens; successes earn retries back, 0.1 each.
+  for (int i = 0; i < 40; ++i) {
+    completion<boost::system::result<int>> done;
+    spawn(io, co_retry(always_succeeding(), p), done);
+    clock.run(io);
+  }
+  BOOST_TEST(throttle.tokens() == 6.0);
+}
+
+BOOST_AUTO_TEST_CASE(a_ratio_budget_allows_its_share_of_calls) {
+  resilience::basic_retry_ratio_budget<manual_clock> budget{
+      resilience::retry_ratio_budget_options{}.ratio(0.1).min_retries_per_second(0).window(10s), clock};
+  const auto p = policy().max_attempts(2).budget(budget);
+  int retried = 0;
+  for (int call = 0; call < 100; ++call) {
+    const std::size_t before = attempts.size();
+    completion<boost::system::result<int>> done;
+    spawn(io, co_retry(always_failing(), p), done);
+    clock.run(io);
+    retried += static_cast<int>(attempts.size() - before) - 1;
+  }
+  BOOST_TEST(retried == 10, "10% of 100 calls");
+  BOOST_TEST(budget.refusals() == 90u);
+}
+
+BOOST_AUTO_TEST_CASE(a_ratio_budget_forgets_calls_past_its_window_and_grants_a_minimum) {
+  resilience::basic_retry_ratio_budget<manual_clock> budget{
+      resilience::retry_ratio_budget_options{}.ratio(0.5).min_retries_per_second(1).window(2s), clock};
+  // 2 retries from the minimum (1 a second over 2 s), plus half the calls.
+  BOOST_TEST(budget.try_retry());
+  BOOST_TEST(budget.try_retry());
+  BOOST_TEST(!budget.try_retry());
+  budget.record(true, true);
+  budget.record(true, true);
+  BOOST_TEST(budget.try_retry(), "two calls earn one retry");
+  BOOST_TEST(!budget.try_retry());
+  clock.advance(2s);
+  BOOST_TEST(budget.try_retry(), "a new window: the old retries no longer count");
+  BOOST_TEST(budget.try_retry());
+  BOOST_TEST(!budget.try_retry());
+}
+
+BOOST_AUTO_TEST_CASE(a_ratio_budget_rejects_bad_settings) {
+  using resilience::retry_ratio_budget_options;
+  BOOST_CHECK_THROW(retry_ratio_budget_options{}.ratio(0), std::invalid_argument);
+  BOOST_CHECK_THROW(retry_ratio_budget_options{}.ratio(-0.1), std::invalid_argument);
+  BOOST_CHECK_THROW(retry_ratio_budget_options{}.ratio(std::nan("")), std::invalid_argument);
+  BOOST_CHECK_THROW(retry_ratio_budget_options{}.ratio(11), std::invalid_argument);
+  BOOST_CHECK_THROW(retry_ratio_budget_options{}.window(0s), std::invalid_argument);
+  BOOST_CHECK_THROW(retry_ratio_budget_options{}.window(-1s), std::invalid_argument);
+  BOOST_CHECK_THROW(retry_ratio_budget_options{}.window(duration::max()), std::invalid_argument);
+  BOOST_CHECK_NO_THROW(retry_ratio_budget_options{}.window(1ms).ratio(10).min_retries_per_second(UINT32_MAX));
+}
+
+BOOST_AUTO_TEST_CASE(a_refusal_is_logged_and_ends_the_call_with_its_last_outcome) {
+  resilience::retry_throttle throttle{2, 1.0};
+  throttle.record(true);  // 1 token: not above half of 2
+  std::vector<std::string> lines;
+  const auto p = policy().budget(throttle).logger([&](std::string_view l) { lines.emplace_back(l); });
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing({refused}), p), done);
+  clock.run(io);
+  BOOST_TEST(calls() == 1);
+  BOOST_TEST((done.value->error() == refused));
+  BOOST_REQUIRE(lines.size() == 1u);
+  BOOST_TEST(lines[0].find("retry budget exhausted") != std::string::npos, lines[0]);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -17,6 +17,7 @@
 #include <resilience/outcome.hpp>
 #include <resilience/pipeline.hpp>
 #include <resilience/properties.hpp>
+#include <resilience/retry_budget.hpp>
 #include <resilience/random.hpp>
 #include <resilience/retry.hpp>
 #include <resilience/timeout.hpp>

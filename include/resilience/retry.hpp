@@ -154,6 +154,7 @@ namespace detail {
 std::string describe_failure(const std::exception_ptr& ex, const error_code& ec);
 std::string format_retry_line(std::uint32_t attempt, std::uint32_t max_attempts, std::string_view failure,
                               duration backoff, duration delay);
+std::string format_budget_line(std::uint32_t attempt, std::uint32_t max_attempts, std::string_view failure);
 
 // A value that fails without an error code (an HTTP 503 response) is
 // described by `describe_result(const T&)`, found by argument-dependent
@@ -187,6 +188,19 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
 }  // namespace detail
 
 namespace detail {
+
+// The budget a policy consults (retry_budget.hpp), by reference. Two calls
+// through function pointers per attempt when one is set; a null test when not.
+struct budget_ref {
+  void* budget = nullptr;
+  void (*record_fn)(void*, bool, bool) noexcept = nullptr;
+  bool (*try_retry_fn)(void*) noexcept = nullptr;
+
+  void record(bool transient_failure, bool first_attempt) const noexcept {
+    if (budget) record_fn(budget, transient_failure, first_attempt);
+  }
+  bool allows_retry() const noexcept { return !budget || try_retry_fn(budget); }
+};
 
 // wait_out_open_circuit(): a breaker's rejection waits until it lets a probe
 // through; every other failure is left to the generator set before.
@@ -308,6 +322,28 @@ class basic_retry_policy {
     return p;
   }
 
+  // Reports every attempt's outcome to `budget` and asks it before each
+  // retry (retry_budget.hpp): a refusal ends the call with its last outcome.
+  // `budget` is shared and must outlive the policy.
+  template <class B>
+  basic_retry_policy budget(B& budget) const
+    requires requires(B& b) {
+      b.record(true, true);
+      { b.try_retry() } -> std::convertible_to<bool>;
+    }
+  {
+    auto p = *this;
+    p.budget_ = {&budget,
+                 [](void* b, bool failed, bool first) noexcept { static_cast<B*>(b)->record(failed, first); },
+                 [](void* b) noexcept -> bool { return static_cast<B*>(b)->try_retry(); }};
+    return p;
+  }
+  // The policy refers to the budget: a temporary one would be gone.
+  template <class B>
+  basic_retry_policy budget(B&& budget) const
+    requires(!std::is_lvalue_reference_v<B>)
+  = delete;
+
   // The policy refers to `breaker`: a temporary one would be gone.
   template <class Breaker>
   basic_retry_policy wait_out_open_circuit(const Breaker&&) const = delete;
@@ -337,6 +373,7 @@ class basic_retry_policy {
   const Clock& clock() const noexcept { return clock_; }
   const random_source& random() const noexcept { return random_; }
   const Delay& delay_generator() const noexcept { return delay_; }
+  const detail::budget_ref& budget() const noexcept { return budget_; }
 
   // -- running --
 
@@ -355,6 +392,12 @@ class basic_retry_policy {
 
   // Whether a breaker's rejection is retried (see wait_out_open_circuit).
   bool waits_out_open_circuit() const noexcept { return retries_open_circuit_; }
+
+  // Called by retry_loop when the budget refuses a retry.
+  template <class T>
+  void notify_budget_refused(std::uint32_t attempt, const outcome<T>& last) const {
+    if (logger_) logger_(detail::format_budget_line(attempt, options_.max_attempts, detail::describe_outcome(last)));
+  }
 
   // Called by retry_loop, once per retry.
   template <class T>
@@ -375,14 +418,17 @@ class basic_retry_policy {
 
   template <class C, class H, class K, class D>
   basic_retry_policy<C, H, K, D> rebind(C c, H h, K k, D d) const {
-    return basic_retry_policy<C, H, K, D>(options_, random_, logger_, retries_open_circuit_, std::move(c),
-                                          std::move(h), std::move(k), std::move(d));
+    basic_retry_policy<C, H, K, D> p(options_, random_, logger_, retries_open_circuit_, std::move(c), std::move(h),
+                                     std::move(k), std::move(d));
+    p.budget_ = budget_;
+    return p;
   }
 
   retry_options options_;
   random_source random_;
   logger_type logger_;
   bool retries_open_circuit_ = false;
+  detail::budget_ref budget_;
   [[no_unique_address]] Classifier classifier_{};
   [[no_unique_address]] OnRetry on_retry_{};
   [[no_unique_address]] Clock clock_{};
@@ -421,6 +467,17 @@ template <class Policy, class T>
   if (is_cancellation(ec)) return true;
   if (ec == error::circuit_open) return !policy.waits_out_open_circuit();
   return !classify(policy.classifier(), o, ctx);
+}
+
+// is_final, telling the policy's budget how the attempt went: a transient
+// failure, or not. A cancellation or a breaker's rejection reached no
+// server: the budget is not told.
+template <class Policy, class T>
+[[gnu::always_inline]] inline bool settle_attempt(const Policy& policy, const outcome<T>& o, const context& ctx,
+                                                  bool first_attempt) {
+  const bool final = is_final(policy, o, ctx);
+  if (!o.cancelled() && o.error() != error::circuit_open) policy.budget().record(!final, first_attempt);
+  return final;
 }
 
 // Everything after a transient failure: waits and further attempts. A
@@ -475,6 +532,12 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
       if (now >= ctx.deadline) last.emplace(outcome<T>::from_error(error::deadline_exceeded));
       break;
     }
+    // Asked last, when nothing else stops the retry: a refusal is a retry
+    // that would have happened.
+    if (!policy.budget().allows_retry()) {
+      policy.notify_budget_refused(ctx.attempt, *last);
+      break;
+    }
     policy.notify_retry(retry_event<T>{ctx.attempt, options.max_attempts, *last, next.nominal, next.actual});
     // A hook may have cancelled the call itself.
     if (cancelled()) {
@@ -508,7 +571,7 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
     } catch (...) {
       last.emplace(outcome<T>::from_current_exception());
     }
-    if (is_final(policy, *last, ctx)) break;
+    if (settle_attempt(policy, *last, ctx, false)) break;
   }
 
   if (aborted) {
@@ -549,19 +612,25 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
   try {
     if constexpr (std::is_void_v<T>) {
       co_await invoke_op(op, ctx);
-      if constexpr (ignores_successes<classifier>) co_return;
+      if constexpr (ignores_successes<classifier>) {
+        policy.budget().record(false, true);
+        co_return;
+      }
       first.emplace(outcome<T>::from_value({}));
     } else {
       T value = co_await invoke_op(op, ctx);
       if constexpr (ignores_successes<classifier>) {
-        if (!outcome_traits<T>::error(value).failed()) co_return value;
+        if (!outcome_traits<T>::error(value).failed()) {
+          policy.budget().record(false, true);
+          co_return value;
+        }
       }
       first.emplace(outcome<T>::from_value(std::move(value)));
     }
   } catch (...) {
     first.emplace(outcome<T>::from_current_exception());
   }
-  if (is_final(policy, *first, ctx)) co_return std::move(*first).get();
+  if (settle_attempt(policy, *first, ctx, true)) co_return std::move(*first).get();
   // The op, or a hook inside it, may have cancelled the call: awaiting the
   // rest must not throw then, it ends the call as a cancellation itself.
   bool throws = true;

@@ -1,0 +1,156 @@
+// resilience/retry_budget.hpp — bounds on how much retrying a client may do,
+// shared by every call that retries the same dependency.
+//
+//   // gRPC's retry throttling: 10 tokens, 0.1 back per success.
+//   resilience::retry_throttle throttle{10, 0.1};
+//   // or: at most 10% retries over 10 s, with 5 retries a second allowed anyway.
+//   resilience::retry_ratio_budget budget{resilience::retry_ratio_budget_options{}.ratio(0.1)};
+//
+//   const auto policy = resilience::retry_policy{}.max_attempts(4).budget(throttle);
+//
+// Retries multiply load: three layers that each make 4 attempts turn one
+// request into 64 at the bottom during an outage. A budget makes retrying
+// stop when most calls fail, while a healthy dependency's rare failures are
+// still retried. The retry stage reports every attempt's outcome to its
+// budget and asks it before each retry; a refusal ends the call with its last
+// outcome (the logger says so, and the budget counts it).
+//
+// Both are small thread-safe objects shared by reference: they must outlive
+// the policies that use them. Recording a success takes no lock.
+#pragma once
+
+#include <resilience/clock.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <utility>
+
+namespace resilience {
+
+// gRPC's retry throttling (gRFC A6): the token count starts at max_tokens;
+// every failed attempt takes 1, every success gives back token_ratio, up to
+// max_tokens; retries are allowed while the count is above max_tokens / 2.
+class retry_throttle {
+ public:
+  // max_tokens in [1, 1000]; token_ratio in (0, max_tokens], with at most
+  // three decimals as in gRPC's service config. Throws std::invalid_argument
+  // naming the field.
+  retry_throttle(std::uint32_t max_tokens, double token_ratio);
+  retry_throttle(const retry_throttle&) = delete;
+  retry_throttle& operator=(const retry_throttle&) = delete;
+
+  // An attempt's outcome: failed means a failure the policy calls transient.
+  void record(bool failed, bool /*first_attempt*/ = true) noexcept {
+    if (!failed) {
+      // At the maximum (the healthy case) a success writes nothing.
+      std::int64_t t = milli_tokens_.load(std::memory_order_relaxed);
+      while (t < max_milli_ &&
+             !milli_tokens_.compare_exchange_weak(t, std::min(t + ratio_milli_, max_milli_), std::memory_order_relaxed)) {
+      }
+      return;
+    }
+    std::int64_t t = milli_tokens_.load(std::memory_order_relaxed);
+    while (t > 0 && !milli_tokens_.compare_exchange_weak(t, std::max<std::int64_t>(t - 1000, 0),
+                                                         std::memory_order_relaxed)) {
+    }
+  }
+
+  // Whether one more retry may start; a refusal is counted.
+  bool try_retry() noexcept {
+    if (milli_tokens_.load(std::memory_order_relaxed) > max_milli_ / 2) return true;
+    refusals_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+
+  double tokens() const noexcept { return static_cast<double>(milli_tokens_.load(std::memory_order_relaxed)) / 1000; }
+  std::uint64_t refusals() const noexcept { return refusals_.load(std::memory_order_relaxed); }
+
+ private:
+  std::int64_t max_milli_;
+  std::int64_t ratio_milli_;
+  std::atomic<std::int64_t> milli_tokens_;
+  std::atomic<std::uint64_t> refusals_{0};
+};
+
+class retry_ratio_budget_options {
+ public:
+  // Retries allowed per call made, over the window: 0.1 by default. In (0, 10].
+  retry_ratio_budget_options ratio(double r) const;
+  // How far back calls and retries count: 10 s by default. At least 1 ms.
+  retry_ratio_budget_options window(duration d) const;
+  // Retries a second allowed whatever the ratio, so that a quiet client can
+  // still retry: 10 by default. 0 for none.
+  retry_ratio_budget_options min_retries_per_second(std::uint32_t n) const;
+
+  double ratio() const noexcept { return ratio_; }
+  duration window() const noexcept { return window_; }
+  std::uint32_t min_retries_per_second() const noexcept { return min_per_second_; }
+
+ private:
+  double ratio_ = 0.1;
+  duration window_ = std::chrono::seconds(10);
+  std::uint32_t min_per_second_ = 10;
+};
+
+namespace detail {
+
+// Calls and retries in buckets of one tenth of the window, each tagged with
+// the bucket's number since the clock's epoch; a bucket from an earlier turn
+// of the ring is reset by whoever finds it first. Counts from a bucket being
+// reset concurrently may be lost: the budget is approximate by a few calls,
+// never unbounded.
+class ratio_window {
+ public:
+  static constexpr int buckets = 10;
+
+  ratio_window(const retry_ratio_budget_options& o) noexcept;
+
+  void add_call(time_point now) noexcept { bucket_at(now).calls.fetch_add(1, std::memory_order_relaxed); }
+  bool try_retry(time_point now) noexcept;
+  std::uint64_t refusals() const noexcept { return refusals_.load(std::memory_order_relaxed); }
+
+ private:
+  struct bucket {
+    std::atomic<std::int64_t> number{-1};
+    std::atomic<std::uint64_t> calls{0};
+    std::atomic<std::uint64_t> retries{0};
+  };
+  bucket& bucket_at(time_point now) noexcept;
+
+  double ratio_;
+  std::int64_t bucket_ticks_;
+  double min_retries_;  // over the window
+  std::array<bucket, buckets> ring_;
+  std::atomic<std::uint64_t> refusals_{0};
+};
+
+}  // namespace detail
+
+// Retries at most ratio() of the calls made over the window, plus
+// min_retries_per_second() × the window (Finagle's and Envoy's retry budget).
+template <resilience::clock Clock = steady_clock>
+class basic_retry_ratio_budget {
+ public:
+  explicit basic_retry_ratio_budget(retry_ratio_budget_options o = {}, Clock clock = {})
+      : clock_(std::move(clock)), window_(o) {}
+  basic_retry_ratio_budget(const basic_retry_ratio_budget&) = delete;
+  basic_retry_ratio_budget& operator=(const basic_retry_ratio_budget&) = delete;
+
+  // Every attempt's outcome; only first attempts count as calls.
+  void record(bool /*failed*/, bool first_attempt) noexcept {
+    if (first_attempt) window_.add_call(clock_.now());
+  }
+  bool try_retry() noexcept { return window_.try_retry(clock_.now()); }
+  std::uint64_t refusals() const noexcept { return window_.refusals(); }
+
+ private:
+  Clock clock_;
+  detail::ratio_window window_;
+};
+
+using retry_ratio_budget = basic_retry_ratio_budget<>;
+
+}  // namespace resilience

@@ -1,0 +1,90 @@
+#include <resilience/retry_budget.hpp>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace resilience {
+namespace {
+
+[[noreturn]] void invalid(const char* what) { throw std::invalid_argument(what); }
+
+}  // namespace
+
+retry_throttle::retry_throttle(std::uint32_t max_tokens, double token_ratio)
+    : max_milli_(static_cast<std::int64_t>(max_tokens) * 1000), ratio_milli_(0), milli_tokens_(max_milli_) {
+  if (max_tokens < 1 || max_tokens > 1000) invalid("retry_throttle: max_tokens must be in [1, 1000]");
+  if (!(token_ratio > 0) || !std::isfinite(token_ratio) || token_ratio > static_cast<double>(max_tokens))
+    invalid("retry_throttle: token_ratio must be positive and at most max_tokens");
+  const double milli = token_ratio * 1000;
+  if (std::abs(milli - std::round(milli)) > 1e-6)
+    invalid("retry_throttle: token_ratio has at most three decimals (as in gRPC's service config)");
+  ratio_milli_ = static_cast<std::int64_t>(std::round(milli));
+}
+
+retry_ratio_budget_options retry_ratio_budget_options::ratio(double r) const {
+  if (!(r > 0) || !(r <= 10)) invalid("retry_ratio_budget_options: ratio must be in (0, 10]");
+  auto o = *this;
+  o.ratio_ = r;
+  return o;
+}
+
+retry_ratio_budget_options retry_ratio_budget_options::window(duration d) const {
+  if (d < std::chrono::milliseconds(1)) invalid("retry_ratio_budget_options: window must be at least 1 ms");
+  // Past a day a window is a configuration mistake, and it keeps the
+  // bucket arithmetic far from overflow.
+  if (d > std::chrono::hours(24)) invalid("retry_ratio_budget_options: window must be at most 24 h");
+  auto o = *this;
+  o.window_ = d;
+  return o;
+}
+
+retry_ratio_budget_options retry_ratio_budget_options::min_retries_per_second(std::uint32_t n) const {
+  auto o = *this;
+  o.min_per_second_ = n;
+  return o;
+}
+
+namespace detail {
+
+ratio_window::ratio_window(const retry_ratio_budget_options& o) noexcept
+    : ratio_(o.ratio()),
+      bucket_ticks_(std::max<std::int64_t>(o.window().count() / buckets, 1)),
+      min_retries_(static_cast<double>(o.min_retries_per_second()) *
+                   std::chrono::duration<double>(o.window()).count()) {}
+
+ratio_window::bucket& ratio_window::bucket_at(time_point now) noexcept {
+  const std::int64_t ticks = now.time_since_epoch().count();
+  // Floor division: a clock may read before its epoch.
+  const std::int64_t number = ticks >= 0 ? ticks / bucket_ticks_ : -((-ticks - 1) / bucket_ticks_) - 1;
+  bucket& b = ring_[static_cast<std::size_t>(((number % buckets) + buckets) % buckets)];
+  std::int64_t seen = b.number.load(std::memory_order_acquire);
+  if (seen != number && seen < number && b.number.compare_exchange_strong(seen, number, std::memory_order_acq_rel)) {
+    b.calls.store(0, std::memory_order_relaxed);
+    b.retries.store(0, std::memory_order_relaxed);
+  }
+  return b;
+}
+
+bool ratio_window::try_retry(time_point now) noexcept {
+  bucket& current = bucket_at(now);
+  const std::int64_t newest = current.number.load(std::memory_order_acquire);
+  std::uint64_t calls = 0;
+  std::uint64_t retries = 0;
+  for (const bucket& b : ring_) {
+    const std::int64_t n = b.number.load(std::memory_order_acquire);
+    if (n > newest - buckets && n <= newest) {
+      calls += b.calls.load(std::memory_order_relaxed);
+      retries += b.retries.load(std::memory_order_relaxed);
+    }
+  }
+  if (static_cast<double>(retries) + 1 > ratio_ * static_cast<double>(calls) + min_retries_) {
+    refusals_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  current.retries.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace detail
+}  // namespace resilience

@@ -1,0 +1,15 @@
+// expect: deleted
+// A policy refers to its retry budget, shared by every call: not to a
+// temporary, which would be gone before the first retry.
+#include <resilience/retry.hpp>
+#include <resilience/retry_budget.hpp>
+
+void build() {
+#ifdef RESILIENCE_MISUSE
+  const auto policy = resilience::retry_policy{}.budget(resilience::retry_throttle{10, 0.1});
+#else
+  static resilience::retry_throttle throttle{10, 0.1};
+  const auto policy = resilience::retry_policy{}.budget(throttle);
+#endif
+  (void)policy;
+}
