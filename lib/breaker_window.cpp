@@ -2,6 +2,7 @@
 #include <resilience/detail/breaker_window.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <limits>
 
 namespace resilience::detail {
@@ -31,30 +32,157 @@ window_counts clamped(window_counts c) noexcept {
 
 // -- count window --
 
-count_window::count_window(std::uint32_t n)
-    : fastmod_m_(std::numeric_limits<std::uint64_t>::max() / n + 1), n_(n) {
-  const std::uint32_t per_line = (n + slot_lines - 1) / slot_lines;
-  stride_ = (per_line + 63) / 64 * 64;
-  slots_ = std::make_unique<std::atomic<std::uint8_t>[]>(std::size_t(stride_) * slot_lines);
+namespace {
+std::atomic<std::uint32_t> thread_ids{0};
+}  // namespace
+
+std::uint32_t count_window::new_thread_id() noexcept {
+  std::uint32_t id = thread_ids.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (id == 0) id = thread_ids.fetch_add(1, std::memory_order_relaxed) + 1;  // 0 means "unnumbered"
+  thread_id_ = id;
+  return id;
 }
 
-window_counts count_window::counts() const noexcept {
-  window_counts c;
-  const std::uint64_t head = head_.load(std::memory_order_relaxed);
+count_window::count_window(std::uint32_t n)
+    : n_(n), words_((n + 63) / 64), batch_(std::min<std::uint64_t>(64, n)) {
+  if (n <= inline_calls) {
+    bits_ = inline_bits_;
+  } else {
+    heap_bits_ = std::make_unique<std::atomic<std::uint64_t>[]>(std::size_t(words_) * 2);
+    bits_ = heap_bits_.get();
+  }
+}
+
+std::uint64_t count_window::pending() const noexcept {
+  std::uint64_t p = 0;
+  for (const shard& s : shards_) p += s.pending.load(std::memory_order_relaxed);
+  return p;
+}
+
+namespace {
+// Bits [from, from + len) of a word; len in 1..64.
+std::uint64_t bit_range(std::uint32_t from, std::uint32_t len) noexcept {
+  return (len == 64 ? ~std::uint64_t(0) : (std::uint64_t(1) << len) - 1) << from;
+}
+}  // namespace
+
+std::uint64_t count_window::clear_range(std::uint32_t pos, std::uint64_t k) noexcept {
+  if (k == 0) return 0;
+  if (k > n_) k = n_;  // the ring holds the last n of them
+  auto left = static_cast<std::uint32_t>(k);
+  std::uint64_t delta = 0;
+  for (;;) {
+    const std::uint32_t bit = pos % 64;
+    std::uint32_t len = std::min(64 - bit, n_ - pos);
+    if (len > left) len = left;
+    const std::uint64_t mask = bit_range(bit, len);
+    std::atomic<std::uint64_t>* word = &bits_[2 * (pos / 64)];
+    // Read first: a success over a success writes nothing.
+    if (const std::uint64_t f = word[0].load(std::memory_order_relaxed) & mask; f != 0)
+      delta -= std::uint64_t(std::popcount(word[0].fetch_and(~mask, std::memory_order_relaxed) & mask));
+    if (const std::uint64_t s = word[1].load(std::memory_order_relaxed) & mask; s != 0)
+      delta -= std::uint64_t(std::popcount(word[1].fetch_and(~mask, std::memory_order_relaxed) & mask)) << 32;
+    left -= len;
+    if (left == 0) return delta;
+    pos += len;
+    if (pos == n_) pos = 0;
+  }
+}
+
+void count_window::place_pending(shard& s) noexcept {
+  const std::uint64_t k = s.pending.exchange(0, std::memory_order_relaxed);
+  if (k == 0) return;
+  const std::uint64_t i = head_.fetch_add(k, std::memory_order_relaxed);
+  if (const std::uint64_t delta = clear_range(static_cast<std::uint32_t>(i % n_), k))
+    sums_.fetch_add(delta, std::memory_order_relaxed);
+}
+
+window_counts count_window::record_now(bool failure, bool slow) noexcept {
+  const unsigned v = (failure ? 1u : 0u) | (slow ? 2u : 0u);
+  // Every success recorded before this call goes in before it.
+  std::uint64_t k = 0;
+  for (shard& s : shards_)
+    if (s.pending.load(std::memory_order_relaxed) != 0) k += s.pending.exchange(0, std::memory_order_relaxed);
+  const std::uint64_t i = head_.fetch_add(k + 1, std::memory_order_relaxed);
+  const auto first = static_cast<std::uint32_t>(i % n_);
+  std::uint64_t delta = clear_range(first, k);
+  // (i + k) mod n, without a second division when k < n.
+  std::uint64_t pos = k < n_ ? first + k : (i + k) % n_;
+  if (pos >= n_) pos -= n_;
+  const std::uint64_t bit = std::uint64_t(1) << (pos % 64);
+  for (std::uint32_t half = 0; half < 2; ++half) {
+    std::atomic<std::uint64_t>& word = bits_[2 * (pos / 64) + half];
+    const std::uint64_t one = std::uint64_t(1) << (32 * half);
+    const bool want = (v >> half) & 1u;
+    if (((word.load(std::memory_order_relaxed) & bit) != 0) == want) continue;
+    if (want) {
+      if ((word.fetch_or(bit, std::memory_order_relaxed) & bit) == 0) delta += one;
+    } else {
+      if ((word.fetch_and(~bit, std::memory_order_relaxed) & bit) != 0) delta -= one;
+    }
+  }
+  const std::uint64_t sums = delta ? sums_.fetch_add(delta, std::memory_order_relaxed) + delta
+                                   : sums_.load(std::memory_order_relaxed);
+  // The counts right after this call: what evaluating it needs, without
+  // reading the shards again.
+  const std::uint64_t head = i + k + 1;
   const std::uint64_t base = base_.load(std::memory_order_relaxed);
+  window_counts c;
   c.calls = std::min<std::uint64_t>(head > base ? head - base : 0, n_);
-  const decoded d = decode(sums_.load(std::memory_order_relaxed));
+  const decoded d = decode(sums);
   c.failures = d.failures;
   c.slow = d.slow;
   return clamped(c);
 }
 
+window_counts count_window::counts() const noexcept {
+  window_counts c;
+  // Pending successes are read as if placed now: they push the oldest calls
+  // out of a full ring.
+  const std::uint64_t p = pending();
+  const std::uint64_t head = head_.load(std::memory_order_relaxed);
+  const std::uint64_t base = base_.load(std::memory_order_relaxed);
+  const std::uint64_t placed = head > base ? head - base : 0;
+  c.calls = std::min<std::uint64_t>(placed + p, n_);
+  const decoded d = decode(sums_.load(std::memory_order_relaxed));
+  std::uint64_t failures = d.failures, slow = d.slow;
+  if (p != 0 && placed != 0) {
+    if (p >= n_) {
+      failures = slow = 0;
+    } else {
+      // The calls at [head, head + p): the oldest ones, if the ring is full,
+      // and empty slots if not.
+      auto pos = static_cast<std::uint32_t>(head % n_);
+      std::uint64_t k = p;
+      std::uint64_t out_f = 0, out_s = 0;
+      while (k != 0) {
+        const std::uint32_t w = pos / 64, bit = pos % 64;
+        const std::uint32_t len = static_cast<std::uint32_t>(std::min<std::uint64_t>({64u - bit, n_ - pos, k}));
+        const std::uint64_t mask = bit_range(bit, len);
+        out_f += static_cast<std::uint64_t>(std::popcount(bits_[2 * w].load(std::memory_order_relaxed) & mask));
+        out_s += static_cast<std::uint64_t>(std::popcount(bits_[2 * w + 1].load(std::memory_order_relaxed) & mask));
+        k -= len;
+        pos += len;
+        if (pos == n_) pos = 0;
+      }
+      failures = failures > out_f ? failures - out_f : 0;
+      slow = slow > out_s ? slow - out_s : 0;
+    }
+  }
+  c.failures = failures;
+  c.slow = slow;
+  return clamped(c);
+}
+
 void count_window::clear() noexcept {
-  // Exchanges keep the sums equal to the slots' contents even if a call
+  for (shard& s : shards_) s.pending.store(0, std::memory_order_relaxed);
+  // Exchanges keep the sums equal to the ring's contents even if a call
   // records concurrently.
-  for (std::uint32_t i = 0; i < n_; ++i) {
-    const std::uint8_t old = slots_[physical(i)].exchange(0, std::memory_order_relaxed);
-    if (old != 0) sums_.fetch_sub(encode(old), std::memory_order_relaxed);
+  for (std::uint32_t w = 0; w < words_; ++w) {
+    for (std::uint32_t half = 0; half < 2; ++half) {
+      const std::uint64_t old = bits_[2 * w + half].exchange(0, std::memory_order_relaxed);
+      if (old != 0) sums_.fetch_sub(std::uint64_t(std::popcount(old)) << (32 * half), std::memory_order_relaxed);
+    }
   }
   base_.store(head_.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }

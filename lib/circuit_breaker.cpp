@@ -90,8 +90,10 @@ breaker_core::breaker_core(breaker_options options, now_fn now, const void* cloc
       throw std::invalid_argument("breaker_options: minimum_calls (" + std::to_string(minimum_calls_) +
                                   ") must not exceed count_window (" + std::to_string(options_.count_window()) + ")");
     count_.emplace(options_.count_window());
+    consecutive_ = &count_->run();
   } else {
     time_.emplace(options_.time_window(), options_.buckets());
+    consecutive_ = &time_->run();
   }
 }
 
@@ -103,15 +105,15 @@ window_counts breaker_core::counts() const noexcept {
   return by_count_ ? count_->counts() : time_->counts(since_origin(now()));
 }
 
-void breaker_core::evaluate(std::uint64_t epoch, std::uint32_t run) {
-  trip_if_due(epoch, run);
+void breaker_core::evaluate(std::uint64_t epoch, std::uint32_t run, const window_counts* known) {
+  trip_if_due(epoch, run, known);
   rethrow_hook_error();
 }
 
-void breaker_core::trip_if_due(std::uint64_t epoch, std::uint32_t run) noexcept {
+void breaker_core::trip_if_due(std::uint64_t epoch, std::uint32_t run, const window_counts* known) noexcept {
   bool trip = options_.consecutive_failures() != 0 && run >= options_.consecutive_failures();
   if (!trip && (options_.failure_ratio() || slow_on_)) {
-    const window_counts c = counts();
+    const window_counts c = known ? *known : counts();
     if (c.calls != 0 && c.calls >= minimum_calls_) {
       const double calls = static_cast<double>(c.calls);
       if (const auto r = options_.failure_ratio(); r && static_cast<double>(c.failures) / calls >= *r) trip = true;
@@ -187,7 +189,7 @@ bool breaker_core::transition(std::uint64_t expected, circuit_state to, time_poi
     // on is dropped by its epoch.
     if ((to == circuit_state::closed || to == circuit_state::metrics_only) &&
         (to == circuit_state::closed || from != circuit_state::closed)) {
-      consecutive_.store(0, std::memory_order_relaxed);
+      consecutive_->store(0, std::memory_order_relaxed);
       if (by_count_) {
         count_->clear();
       } else {
@@ -342,7 +344,7 @@ breaker_metrics breaker_core::metrics() const noexcept {
                          c.slow,
                          ratio(c.failures),
                          ratio(c.slow),
-                         consecutive_.load(std::memory_order_relaxed),
+                         consecutive_->load(std::memory_order_relaxed),
                          rejections_.load(std::memory_order_relaxed),
                          probes_in_flight,
                          epoch_of(w),

@@ -239,6 +239,75 @@ BOOST_AUTO_TEST_CASE(the_count_window_slides) {
   BOOST_TEST(name(b.state()) == "open", "3 of the last 4");
 }
 
+// Successes wait in their thread's shard before they take a place in the
+// ring: a failure recorded after them, on any thread, must still come after
+// them, and the counts must include them.
+BOOST_AUTO_TEST_CASE(successes_on_another_thread_come_before_a_later_failure) {
+  breaker b(breaker_options{}.count_window(4).failure_ratio(0.75).minimum_calls(4), clock);
+  const auto succeed_elsewhere = [&](int n) {
+    bool admitted = true;
+    std::thread([&] {
+      for (int i = 0; i < n; ++i) {
+        auto p = b.try_acquire();
+        admitted = admitted && static_cast<bool>(p);
+        p.record_success();
+      }
+    }).join();
+    BOOST_REQUIRE(admitted);
+  };
+  fail(b, 3);
+  succeed_elsewhere(2);
+  BOOST_TEST(b.metrics().calls == 4u, "f f f s s: the last 4");
+  BOOST_TEST(b.metrics().failures == 2u);
+  fail(b);
+  BOOST_TEST(name(b.state()) == "closed", "s s before f: f s s f, 2 of the last 4");
+  succeed_elsewhere(1);
+  fail(b);
+  BOOST_TEST(name(b.state()) == "closed", "s f s f");
+  BOOST_TEST(b.metrics().failures == 2u);
+  fail(b);
+  BOOST_TEST(name(b.state()) == "open", "f s f f");
+}
+
+BOOST_AUTO_TEST_CASE(pending_successes_push_the_oldest_calls_out) {
+  breaker b(breaker_options{}.count_window(4).no_failure_ratio(), clock);
+  fail(b, 4);
+  BOOST_TEST(b.metrics().failures == 4u);
+  std::thread([&] {
+    for (int i = 0; i < 3; ++i) b.try_acquire().record_success();
+  }).join();
+  auto m = b.metrics();
+  BOOST_TEST(m.calls == 4u);
+  BOOST_TEST(m.failures == 1u);
+  succeed(b);
+  m = b.metrics();
+  BOOST_TEST(m.calls == 4u);
+  BOOST_TEST(m.failures == 0u);
+  // A long run of successes, past the window and past a batch.
+  for (int i = 0; i < 1000; ++i) succeed(b);
+  fail(b);
+  m = b.metrics();
+  BOOST_TEST(m.calls == 4u);
+  BOOST_TEST(m.failures == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_large_count_window_slides) {
+  // Past the ring kept inside the breaker: the ring's words on the heap, and
+  // runs of successes that span several words and wrap around.
+  breaker b(breaker_options{}.count_window(1000).failure_ratio(0.5).minimum_calls(1000), clock);
+  for (int round = 0; round < 3; ++round) {
+    fail(b, 499);
+    for (int i = 0; i < 501; ++i) succeed(b);
+    BOOST_TEST(b.metrics().failures == 499u);
+    BOOST_TEST(b.metrics().calls == 1000u);
+  }
+  fail(b, 499);
+  BOOST_TEST(name(b.state()) == "closed", "each pushed out an older failure");
+  BOOST_TEST(b.metrics().failures == 499u);
+  fail(b);
+  BOOST_TEST(name(b.state()) == "open", "500 of 1000");
+}
+
 BOOST_AUTO_TEST_CASE(time_window_buckets_expire) {
   breaker b(breaker_options{}.time_window(10s, 10).failure_ratio(0.5).minimum_calls(4), clock);
   fail(b, 3);

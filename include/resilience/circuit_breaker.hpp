@@ -53,12 +53,15 @@
 // context shut down) — so half-open probes are never lost.
 //
 // Concurrency: the closed-state path (admit + record) takes no lock and
-// allocates nothing: a few atomic loads and one atomic read-modify-write
-// while outcomes repeat, up to four when they change. The clock is read on
-// it only for a time window or slow-call tripping. Open-state rejections and
-// probes take no lock either. Transitions are serialised by a mutex that
-// nothing else takes, so each happens exactly once; its callback runs once, on
-// the thread that made it, after the mutex is released. Callbacks of
+// allocates nothing. With a count window, a success is a few atomic loads and
+// one read-modify-write on a cache line of the calling thread's own (one of 8
+// per breaker, by thread); a failure or slow call also places the successes
+// pending in every thread's line before itself, with a few read-modify-writes
+// on the one line such calls share. The clock is read on it only for a time
+// window or slow-call tripping. Open-state rejections and probes take no lock
+// either. Transitions are serialised by a mutex that nothing else takes, so
+// each happens exactly once; its callback runs once, on the thread that made
+// it, after the mutex is released. Callbacks of
 // transitions made on different threads may overlap: events carry a sequence
 // number to order them. A callback (or the open-duration generator) that
 // throws ends the call that caused its event with that exception, after the

@@ -90,11 +90,17 @@ extern "C" void measure_co_retry(int n);
 extern "C" void measure_hand_written(int n);
 extern "C" void measure_timeout(int n);
 extern "C" void measure_or_idiom(int n);
+extern "C" void measure_breaker(int n);
+extern "C" void measure_breaker_mixed(int n);
+extern "C" void measure_mutex_breaker(int n);
+extern "C" void measure_mutex_breaker_mixed(int n);
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--instructions") == 0) {
     const int n = std::atoi(argv[2]);
-    for (auto* f : {measure_bare, measure_co_retry, measure_hand_written, measure_timeout, measure_or_idiom}) f(n);
+    for (auto* f : {measure_bare, measure_co_retry, measure_hand_written, measure_timeout, measure_or_idiom,
+                    measure_breaker, measure_breaker_mixed, measure_mutex_breaker, measure_mutex_breaker_mixed})
+      f(n);
     return 0;
   }
   benchmark::Initialize(&argc, argv);

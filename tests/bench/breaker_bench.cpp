@@ -164,3 +164,37 @@ const resilience::bench::ratio r4{"breaker_admit_record_mixed_2threads", "mutex_
 const resilience::bench::ratio r5{"breaker_stage_success", "breaker_bare_co_await"};
 
 }  // namespace
+
+// Entry points for tests/bench/callgrind.sh: `n` admit + record calls on one
+// thread, each on a breaker of its own (the same options as above), all
+// successes or one failure in 10.
+extern "C" [[gnu::noinline]] void measure_breaker(int n) {
+  resilience::circuit_breaker b{options};
+  for (int i = 0; i < n; ++i) {
+    auto permit = b.try_acquire();
+    benchmark::DoNotOptimize(static_cast<bool>(permit));
+    permit.record_success();
+  }
+}
+extern "C" [[gnu::noinline]] void measure_breaker_mixed(int n) {
+  resilience::circuit_breaker b{options};
+  for (int i = 1; i <= n; ++i) {
+    auto permit = b.try_acquire();
+    benchmark::DoNotOptimize(static_cast<bool>(permit));
+    permit.record(i % 10 == 0);
+  }
+}
+extern "C" [[gnu::noinline]] void measure_mutex_breaker(int n) {
+  mutex_breaker b;
+  for (int i = 0; i < n; ++i) {
+    benchmark::DoNotOptimize(b.try_acquire());
+    b.record(false);
+  }
+}
+extern "C" [[gnu::noinline]] void measure_mutex_breaker_mixed(int n) {
+  mutex_breaker b;
+  for (int i = 1; i <= n; ++i) {
+    benchmark::DoNotOptimize(b.try_acquire());
+    b.record(i % 10 == 0);
+  }
+}

@@ -9,14 +9,21 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
 declare -A per_call
-for fn in measure_bare measure_co_retry measure_hand_written measure_timeout measure_or_idiom; do
+fns=${CALLGRIND_FUNCTIONS:-measure_bare measure_co_retry measure_hand_written measure_timeout measure_or_idiom
+  measure_breaker measure_breaker_mixed measure_mutex_breaker measure_mutex_breaker_mixed}
+for fn in $fns; do
   valgrind --tool=callgrind --callgrind-out-file="$out/$fn" --toggle-collect="$fn" \
     "$bench" --instructions "$calls" >/dev/null 2>&1
   total=$(callgrind_annotate "$out/$fn" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
   per_call[$fn]=$((total / calls))
   printf '%-22s %8d instructions per call\n' "$fn" "${per_call[$fn]}"
 done
-ratio() { awk -v a="$2" -v b="$3" -v n="$1" 'BEGIN { printf "%-40s = %.2fx\n", n, a / b }'; }
-ratio "co_retry / bare co_await" "${per_call[measure_co_retry]}" "${per_call[measure_bare]}"
-ratio "co_retry / hand-written loop" "${per_call[measure_co_retry]}" "${per_call[measure_hand_written]}"
-ratio "|| idiom / timeout stage" "${per_call[measure_or_idiom]}" "${per_call[measure_timeout]}"
+ratio() {
+  [[ -n ${per_call[$2]:-} && -n ${per_call[$3]:-} ]] || return 0
+  awk -v a="${per_call[$2]}" -v b="${per_call[$3]}" -v n="$1" 'BEGIN { printf "%-40s = %.2fx\n", n, a / b }'
+}
+ratio "co_retry / bare co_await" measure_co_retry measure_bare
+ratio "co_retry / hand-written loop" measure_co_retry measure_hand_written
+ratio "|| idiom / timeout stage" measure_or_idiom measure_timeout
+ratio "mutex breaker / breaker, all successes" measure_mutex_breaker measure_breaker
+ratio "mutex breaker / breaker, 10% failures" measure_mutex_breaker_mixed measure_breaker_mixed

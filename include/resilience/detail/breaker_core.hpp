@@ -144,17 +144,22 @@ class breaker_core {
     std::uint32_t run = 0;
     if (!track_run_) {
     } else if (failure) {
-      run = consecutive_.fetch_add(1, std::memory_order_relaxed) + 1;
-    } else if (consecutive_.load(std::memory_order_relaxed) != 0) {
+      run = consecutive_->fetch_add(1, std::memory_order_relaxed) + 1;
+    } else if (consecutive_->load(std::memory_order_relaxed) != 0) {
       // Load first: while nothing fails, successes only read this line.
-      consecutive_.store(0, std::memory_order_relaxed);
+      consecutive_->store(0, std::memory_order_relaxed);
     }
     if (by_count_) {
-      count_->record(failure, slow);
+      if (!failure && !slow) [[likely]] {
+        count_->record_success();  // cannot trip it
+        return;
+      }
+      const window_counts c = count_->record_now(failure, slow);
+      if (state_of(w) == circuit_state::closed) evaluate(epoch, run, &c);
     } else {
       time_->record(since_origin(now()), failure, slow);
+      if ((failure || slow) && state_of(w) == circuit_state::closed) evaluate(epoch, run, nullptr);
     }
-    if ((failure || slow) && state_of(w) == circuit_state::closed) evaluate(epoch, run);
   }
 
   breaker_ticket acquire_slow();
@@ -162,8 +167,10 @@ class breaker_core {
   breaker_ticket reject(circuit_state s, duration retry_after) noexcept;
   void finish_probe(std::uint64_t epoch, result r);
   void settle_probe(std::uint64_t epoch, result r) noexcept;
-  void evaluate(std::uint64_t epoch, std::uint32_t run);
-  void trip_if_due(std::uint64_t epoch, std::uint32_t run) noexcept;
+  // `known`: the window's counts as the call being evaluated left them, if
+  // the window gave them; null to read them.
+  void evaluate(std::uint64_t epoch, std::uint32_t run, const window_counts* known);
+  void trip_if_due(std::uint64_t epoch, std::uint32_t run, const window_counts* known) noexcept;
   window_counts counts() const noexcept;
   bool transition(std::uint64_t expected, circuit_state to, time_point now, bool first_probe = false) noexcept;
   void publish(std::uint64_t epoch, time_point now, duration length) noexcept;
@@ -180,8 +187,8 @@ class breaker_core {
   bool slow_on_;
   bool track_run_;  // consecutive failures are counted only when they can trip it
   bool by_count_;
+  std::atomic<std::uint32_t>* consecutive_ = nullptr;  // in the window, on the line its failures write
 
-  alignas(64) std::atomic<std::uint32_t> consecutive_{0};
   std::optional<count_window> count_;  // one of these two, as by_count_ says
   std::optional<time_window> time_;
 
