@@ -1,0 +1,78 @@
+// resilience/http/deadline_header.hpp — a deadline read from and written to
+// a Beast message's header fields (deadline_headers.hpp has the values).
+//
+//   const auto inbound = resilience::http::deadline_header::grpc_timeout();
+//   const auto outbound = resilience::http::deadline_header::milliseconds("x-request-timeout-ms");
+//   if (auto d = inbound.read(req, clock.now())) ctx.deadline = std::min(ctx.deadline, *d);
+//   outbound.write(out_req, ctx.deadline, clock.now());
+//
+// read(): the deadline the header names, counted from `now`; nullopt when the
+// header is absent or malformed (a malformed deadline is no deadline: the
+// caller keeps its own). write(): sets the header to the time left, rounded
+// up; with no deadline (time_point::max()) it removes the header instead. A
+// deadline already passed is written as the format's least value ("1n" or
+// "0", see deadline_headers.hpp): the peer learns that no time is left.
+#pragma once
+
+#include <resilience/clock.hpp>
+#include <resilience/http/deadline_headers.hpp>
+
+#include <boost/beast/http/fields.hpp>
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace resilience::http {
+
+class deadline_header {
+ public:
+  // "grpc-timeout", gRPC's format.
+  static deadline_header grpc_timeout() { return deadline_header("grpc-timeout", true); }
+  // A header of the caller's naming, holding unsigned milliseconds. The name
+  // must be an HTTP token (RFC 9110 §5.6.2), else std::invalid_argument.
+  static deadline_header milliseconds(std::string name) {
+    if (!is_token(name))
+      throw std::invalid_argument("http::deadline_header: \"" + name + "\" is not a valid header name");
+    return deadline_header(std::move(name), false);
+  }
+
+  std::string_view name() const noexcept { return name_; }
+  bool is_grpc_timeout() const noexcept { return grpc_; }
+
+  template <class Fields>
+  std::optional<time_point> read(const Fields& fields, time_point now) const {
+    const auto it = fields.find(name_);
+    if (it == fields.end()) return std::nullopt;
+    const std::string_view v(it->value().data(), it->value().size());
+    return grpc_ ? grpc_timeout_deadline(v, now) : timeout_ms_deadline(v, now);
+  }
+
+  template <class Fields>
+  void write(Fields& fields, time_point deadline, time_point now) const {
+    if (deadline == time_point::max()) {
+      fields.erase(name_);
+      return;
+    }
+    const duration left = time_until(deadline, now);
+    fields.set(name_, grpc_ ? format_grpc_timeout(left) : format_timeout_ms(left));
+  }
+
+ private:
+  deadline_header(std::string name, bool grpc) : name_(std::move(name)), grpc_(grpc) {}
+
+  static bool is_token(std::string_view s) noexcept {
+    if (s.empty()) return false;
+    for (const char c : s) {
+      const bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+      if (!alnum && std::string_view("!#$%&'*+-.^_`|~").find(c) == std::string_view::npos) return false;
+    }
+    return true;
+  }
+
+  std::string name_;
+  bool grpc_;
+};
+
+}  // namespace resilience::http
