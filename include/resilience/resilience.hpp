@@ -8,6 +8,7 @@
 #include <resilience/any_pipeline.hpp>
 #include <resilience/backoff.hpp>
 #include <resilience/breaker_registry.hpp>
+#include <resilience/bulkhead.hpp>
 #include <resilience/circuit_breaker.hpp>
 #include <resilience/classifier.hpp>
 #include <resilience/clock.hpp>

@@ -1,0 +1,487 @@
+// resilience/bulkhead.hpp — at most N calls to a dependency at once.
+//
+//   using namespace std::chrono_literals;
+//   resilience::bulkhead pool{resilience::bulkhead_options{}
+//                                 .max_concurrent(8)   // 8 calls at once...
+//                                 .max_queue(100)      // ...100 more wait their turn, first come first served
+//                                 .max_wait(250ms)};   // a waiter gives up after 250 ms
+//   int rows = co_await pool([&] { return db.async_count(); });
+//   // as a stage:   resilience::pipeline(retry_policy, pool, attempt_timeout)
+//   // not a coroutine:
+//   if (auto permit = pool.try_acquire()) { ... }  // released when it goes out of scope
+//
+// One bulkhead guards one dependency and is shared by every coroutine and
+// thread that calls it; it must outlive every call made through it and can be
+// neither copied nor moved (a pipeline refers to it, as to a breaker).
+//
+// Admission. A call goes through at once when fewer than max_concurrent()
+// calls are inside and nobody waits: one atomic compare-and-swap, no lock, no
+// allocation. Otherwise it waits in a FIFO queue of at most max_queue()
+// calls, or, the queue being full, ends at once with error::bulkhead_full
+// without calling the op. A call that leaves hands its slot straight to the
+// first waiter (its resumption is posted to the waiter's executor), and no
+// newcomer may take a slot while anyone waits, so calls are admitted exactly
+// in order of arrival.
+//
+// Leaving the queue early: after max_wait() (on the bulkhead's clock) the
+// call ends with error::bulkhead_full; on cancellation of the calling
+// coroutine with operation_aborted. Either way it is out of the queue at
+// once (queued() drops). A slot handed to a waiter that is cancelled before
+// it resumes is passed on to the next waiter, never lost. The wait is bounded
+// by max_wait only, not by the context's deadline: put a deadline stage
+// outside the bulkhead for that (it keeps its own timer around it).
+//
+// Errors go in T's own error channel, or are thrown as system_error when T
+// has none (as for every strategy's own errors).
+//
+// Permits are RAII: released on every path — success, failure, exception,
+// cancellation, and a frame destroyed without resuming because its
+// execution context was destroyed (a waiter is then taken out of the queue;
+// a waiter handed a slot it never used gives it back).
+//
+// Threads: the state is one small thread-safe object. A waiter's own parts
+// (its timer, its resumption) run on its executor; on a multi-threaded
+// io_context that executor must be a strand, as for any Asio object shared
+// between handlers.
+#pragma once
+
+#include <resilience/clock.hpp>
+#include <resilience/context.hpp>
+#include <resilience/detail/bounded_run.hpp>
+#include <resilience/detail/parked_joins.hpp>
+#include <resilience/error.hpp>
+#include <resilience/outcome.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+namespace resilience {
+
+// Why a bulkhead turned a call away (the call ends with error::bulkhead_full).
+enum class bulkhead_reject_reason : std::uint8_t {
+  queue_full,  // every slot taken and max_queue() calls already waiting
+  max_wait,    // it waited max_wait() without getting a slot
+};
+
+struct bulkhead_rejection {
+  bulkhead_reject_reason reason;
+  std::uint32_t in_flight;  // at the time of the rejection
+  std::uint32_t queued;
+};
+
+class bulkhead_options {
+ public:
+  // Both limits fit one 64-bit atomic word with room to spare.
+  static constexpr std::uint32_t max_limit = 0x7fffffff;
+
+  bulkhead_options() = default;
+
+  // Calls inside at once: 1 to max_limit; 10 by default.
+  bulkhead_options max_concurrent(std::uint32_t n) const {
+    if (n < 1 || n > max_limit)
+      throw std::invalid_argument("bulkhead_options::max_concurrent: must be in [1, 2^31 - 1]");
+    auto o = *this;
+    o.max_concurrent_ = n;
+    return o;
+  }
+  // Calls waiting at once: 0 (none waits: a full bulkhead rejects) to
+  // max_limit; 0 by default.
+  bulkhead_options max_queue(std::uint32_t n) const {
+    if (n > max_limit) throw std::invalid_argument("bulkhead_options::max_queue: must be at most 2^31 - 1");
+    auto o = *this;
+    o.max_queue_ = n;
+    return o;
+  }
+  // How long a call waits for a slot: positive, or duration::max() (the
+  // default) for no limit.
+  bulkhead_options max_wait(duration d) const {
+    if (d <= duration::zero()) throw std::invalid_argument("bulkhead_options::max_wait: must be positive");
+    auto o = *this;
+    o.max_wait_ = d;
+    return o;
+  }
+  // Runs on the rejected call's thread, outside any lock. What it throws
+  // ends that call in place of bulkhead_full.
+  bulkhead_options on_rejected(std::function<void(const bulkhead_rejection&)> f) const {
+    auto o = *this;
+    o.on_rejected_ = std::move(f);
+    return o;
+  }
+
+  std::uint32_t max_concurrent() const noexcept { return max_concurrent_; }
+  std::uint32_t max_queue() const noexcept { return max_queue_; }
+  duration max_wait() const noexcept { return max_wait_; }
+  const std::function<void(const bulkhead_rejection&)>& on_rejected() const noexcept { return on_rejected_; }
+
+ private:
+  std::uint32_t max_concurrent_ = 10;
+  std::uint32_t max_queue_ = 0;
+  duration max_wait_ = duration::max();
+  std::function<void(const bulkhead_rejection&)> on_rejected_;
+};
+
+namespace detail {
+
+// A call waiting for a slot: a node in the bulkhead's queue, kept in the
+// waiting coroutine's frame. Its links and `state` change under the
+// bulkhead's mutex while it is queued.
+struct bulkhead_waiter {
+  enum class status : std::uint8_t { idle, queued, granted, timed_out, cancelled, full };
+
+  bulkhead_waiter* prev = nullptr;
+  bulkhead_waiter* next = nullptr;
+  status state = status::idle;
+  // Called, outside the lock, once a grant took the node out of the queue.
+  void (*granted)(bulkhead_waiter*) noexcept = nullptr;
+};
+
+// The shared state. One 64-bit word holds the calls inside (low half) and
+// the calls waiting (high half), so the lock-free paths see both at once:
+// an admission can never slip past a waiter, and a release can never miss
+// one. The waiting count and the queue change only under the mutex.
+class bulkhead_core {
+ public:
+  explicit bulkhead_core(bulkhead_options o) : options_(std::move(o)) {}
+  bulkhead_core(const bulkhead_core&) = delete;
+  bulkhead_core& operator=(const bulkhead_core&) = delete;
+
+  // A slot if one is free and nobody waits.
+  bool try_acquire() noexcept {
+    std::uint64_t w = word_.load(std::memory_order_relaxed);
+    while ((w >> 32) == 0 && (w & low) < options_.max_concurrent()) {
+      if (word_.compare_exchange_weak(w, w + 1, std::memory_order_acquire, std::memory_order_relaxed)) return true;
+    }
+    return false;
+  }
+
+  // Gives a slot back, to the first waiter if there is one.
+  void release() noexcept {
+    std::uint64_t w = word_.load(std::memory_order_relaxed);
+    while ((w >> 32) == 0) {
+      if (word_.compare_exchange_weak(w, w - 1, std::memory_order_release, std::memory_order_relaxed)) return;
+    }
+    release_slow();
+  }
+
+  enum class admission : std::uint8_t { acquired, queued, full };
+  // Takes a slot, or queues `n`, or neither when the queue is full; sets
+  // n.state to granted, queued or full to match.
+  admission acquire_or_enqueue(bulkhead_waiter& n) noexcept;
+  // Takes `n` out of the queue with `why` (timed_out, cancelled). False
+  // when it has left already (granted, or taken out before).
+  bool withdraw(bulkhead_waiter& n, bulkhead_waiter::status why) noexcept;
+  // For a waiter's frame destroyed unresumed: out of the queue, or the slot
+  // it was granted and never used given back.
+  void abandon(bulkhead_waiter& n) noexcept;
+
+  // Every slot taken and the queue at its limit.
+  bool queue_full() const noexcept {
+    const std::uint64_t w = word_.load(std::memory_order_relaxed);
+    return (w >> 32) >= options_.max_queue() && ((w >> 32) != 0 || (w & low) >= options_.max_concurrent());
+  }
+
+  std::uint32_t in_flight() const noexcept {
+    return static_cast<std::uint32_t>(word_.load(std::memory_order_relaxed) & low);
+  }
+  std::uint32_t queued() const noexcept {
+    return static_cast<std::uint32_t>(word_.load(std::memory_order_relaxed) >> 32);
+  }
+  const bulkhead_options& options() const noexcept { return options_; }
+
+  // Runs on_rejected, if set.
+  void report(bulkhead_reject_reason why) const {
+    if (options_.on_rejected()) options_.on_rejected()(bulkhead_rejection{why, in_flight(), queued()});
+  }
+
+ private:
+  static constexpr std::uint64_t low = 0xffffffffu;
+  static constexpr std::uint64_t one_waiter = std::uint64_t{1} << 32;
+
+  void release_slow() noexcept;
+  void unlink_locked(bulkhead_waiter& n) noexcept;
+
+  bulkhead_options options_;
+  alignas(64) std::atomic<std::uint64_t> word_{0};
+  std::mutex mutex_;
+  bulkhead_waiter* head_ = nullptr;
+  bulkhead_waiter* tail_ = nullptr;
+};
+
+}  // namespace detail
+
+class bulkhead_permit;
+namespace detail {
+bulkhead_permit adopt_slot(bulkhead_core& core) noexcept;
+}
+
+// One slot of a bulkhead, given back when the permit is released or
+// destroyed. Empty (false) when no slot was free.
+class bulkhead_permit {
+ public:
+  bulkhead_permit() noexcept = default;
+  bulkhead_permit(const bulkhead_permit&) = delete;
+  bulkhead_permit& operator=(const bulkhead_permit&) = delete;
+  bulkhead_permit(bulkhead_permit&& o) noexcept : core_(std::exchange(o.core_, nullptr)) {}
+  bulkhead_permit& operator=(bulkhead_permit&& o) noexcept {
+    if (this != &o) {
+      release();
+      core_ = std::exchange(o.core_, nullptr);
+    }
+    return *this;
+  }
+  ~bulkhead_permit() { release(); }
+
+  explicit operator bool() const noexcept { return core_ != nullptr; }
+  void release() noexcept {
+    if (auto* c = std::exchange(core_, nullptr)) c->release();
+  }
+
+ private:
+  friend bulkhead_permit detail::adopt_slot(detail::bulkhead_core& core) noexcept;
+  explicit bulkhead_permit(detail::bulkhead_core* c) noexcept : core_(c) {}
+
+  detail::bulkhead_core* core_ = nullptr;
+};
+
+namespace detail {
+
+inline bulkhead_permit adopt_slot(bulkhead_core& core) noexcept { return bulkhead_permit(&core); }
+
+// What a wait for a slot ended with: a permit, or the error that ends the call.
+struct bulkhead_admission {
+  bulkhead_permit permit;
+  error_code ec;
+};
+
+// One queued wait, in the frame of the coroutine that waits. Two sides may
+// refer to the frame while it waits: the resolution (a grant, a
+// cancellation, the queue being full after all) and, with a max_wait, the
+// timer's handler. The coroutine resumes when both are over, whichever is
+// last, so neither outlives the frame.
+template <class Clock, class Executor>
+class bulkhead_wait : public bulkhead_waiter {
+ public:
+  bulkhead_wait(bulkhead_core& core, const Clock& clock) : core_(&core), clock_(&clock) {}
+  bulkhead_wait(const bulkhead_wait&) = delete;
+  bulkhead_wait& operator=(const bulkhead_wait&) = delete;
+  // Reached with the node still in play only when the frame is destroyed
+  // unresumed (its execution context was destroyed).
+  ~bulkhead_wait() {
+    if (in_play_) core_->abandon(*this);
+  }
+
+  // Queues and suspends until admitted, rejected, timed out or cancelled;
+  // `state` then says which.
+  auto until_admitted(const Executor& ex) {
+    boost::asio::use_awaitable_t<Executor> token;
+    return boost::asio::async_initiate<boost::asio::use_awaitable_t<Executor>, void()>(
+        [this, &ex](auto handler) {
+          owner_ = boost::asio::any_io_executor(ex);
+          slot_ = boost::asio::get_associated_cancellation_slot(handler);
+          waiter_.park(std::move(handler), owner_);
+          granted = &on_granted;
+          const duration max_wait = core_->options().max_wait();
+          sides_.store(max_wait == duration::max() ? 1 : 2, std::memory_order_relaxed);
+          if (max_wait != duration::max()) {
+            // Armed before queueing: once queued, a grant may come from
+            // any thread, and settle() must find the timer there.
+            timer_.emplace(clock_->make_timer(ex));
+            timer_->expires_at(saturating_add(clock_->now(), max_wait));
+            timer_->async_wait(boost::asio::bind_executor(
+                ex, [this](const error_code& ec) { on_timer(!ec); }));
+          }
+          if (slot_.is_connected()) slot_.template emplace<canceller>(this);
+          in_play_ = true;
+          switch (core_->acquire_or_enqueue(*this)) {
+            case bulkhead_core::admission::queued:
+              break;
+            case bulkhead_core::admission::acquired:  // a slot came free meanwhile: state is granted
+            case bulkhead_core::admission::full:      // filled up meanwhile: state is full
+              post_settle();
+              break;
+          }
+        },
+        token);
+  }
+
+  // After the wait: the slot, now owned by a permit, or why there is none.
+  bulkhead_admission take() noexcept {
+    in_play_ = false;
+    bulkhead_admission a;
+    switch (state) {
+      case status::granted:
+        a.permit = adopt_slot(*core_);
+        break;
+      case status::cancelled:
+        a.ec = boost::asio::error::operation_aborted;
+        break;
+      default:
+        a.ec = error::bulkhead_full;
+        break;
+    }
+    state = status::idle;
+    return a;
+  }
+
+ private:
+  using waiter_type =
+      typename boost::asio::async_result<boost::asio::use_awaitable_t<Executor>, void()>::handler_type;
+  using timer_type = std::remove_cvref_t<decltype(std::declval<const Clock&>().make_timer(std::declval<Executor>()))>;
+
+  struct canceller {
+    explicit canceller(bulkhead_wait* w) noexcept : self(w) {}
+    bulkhead_wait* self;
+    void operator()(boost::asio::cancellation_type type) {
+      if (type == boost::asio::cancellation_type::none) return;
+      // Already granted (or timed out): that side resumes it. A granted
+      // waiter sees the cancellation when it resumes and passes the slot on.
+      if (!self->core_->withdraw(*self, status::cancelled)) return;
+      // Not from inside the slot's own handler: resuming clears the slot.
+      self->post_settle();
+    }
+  };
+
+  static void on_granted(bulkhead_waiter* n) noexcept { static_cast<bulkhead_wait*>(n)->post_settle(); }
+
+  void post_settle() noexcept {
+    boost::asio::post(owner_, [this] { settle(); });
+  }
+
+  // The resolution's side is over; on the waiter's executor.
+  void settle() {
+    if (timer_) timer_->cancel();  // touches the timer before letting go: the other side may end the frame
+    finish(1);
+  }
+
+  // The timer's side; on the waiter's executor.
+  void on_timer(bool expired) {
+    if (expired && core_->withdraw(*this, status::timed_out)) {
+      finish(2);  // it resolved the wait too
+      return;
+    }
+    finish(1);
+  }
+
+  void finish(int sides) {
+    if (sides_.fetch_sub(sides, std::memory_order_acq_rel) != sides) return;
+    if (slot_.is_connected()) slot_.clear();
+    waiter_.resume();  // may end the frame that holds *this: touch nothing after
+  }
+
+  bulkhead_core* core_;
+  const Clock* clock_;
+  bool in_play_ = false;  // queued, or handed a slot not yet taken
+  std::atomic<int> sides_{0};
+  boost::asio::any_io_executor owner_;
+  boost::asio::cancellation_slot slot_;
+  std::optional<timer_type> timer_;
+  parked_continuation<waiter_type> waiter_;
+};
+
+template <class Clock, class Executor>
+boost::asio::awaitable<bulkhead_admission, Executor> bulkhead_queue(bulkhead_core* core, const Clock* clock) {
+  namespace asio = boost::asio;
+  const auto cs = co_await asio::this_coro::cancellation_state;
+  if (cs.cancelled() != asio::cancellation_type::none)
+    co_return bulkhead_admission{{}, asio::error::operation_aborted};
+  // A full queue rejects without suspending (a snapshot of one atomic word).
+  if (core->queue_full()) {
+    core->report(bulkhead_reject_reason::queue_full);
+    co_return bulkhead_admission{{}, error::bulkhead_full};
+  }
+  const Executor executor = co_await asio::this_coro::executor;
+  bulkhead_wait<Clock, Executor> wait(*core, *clock);
+  co_await wait.until_admitted(executor);
+  const auto how = wait.state;
+  bulkhead_admission a = wait.take();
+  if (how == bulkhead_waiter::status::full) core->report(bulkhead_reject_reason::queue_full);
+  if (how == bulkhead_waiter::status::timed_out) core->report(bulkhead_reject_reason::max_wait);
+  // Granted as it was being cancelled: the slot goes on to the next waiter.
+  if (a.permit && cs.cancelled() != asio::cancellation_type::none) {
+    a.permit.release();
+    a.ec = asio::error::operation_aborted;
+  }
+  co_return a;
+}
+
+template <class T, class Executor, class Op, class Clock>
+boost::asio::awaitable<T, Executor> bulkhead_call(Op op, bulkhead_core* core, const Clock* clock, context ctx) {
+  bulkhead_permit permit;
+  if (core->try_acquire()) {
+    permit = adopt_slot(*core);
+  } else {
+    // The queue, in a frame of its own: calls that go straight through do not
+    // carry the waiter's node and timer in theirs.
+    bulkhead_admission a = co_await bulkhead_queue<Clock, Executor>(core, clock);
+    if (!a.permit) co_return outcome<T>::from_error(a.ec).get();
+    permit = std::move(a.permit);
+  }
+  // The permit goes back when this frame ends, however it ends.
+  co_return co_await invoke_op(op, ctx);
+}
+
+}  // namespace detail
+
+template <resilience::clock Clock = steady_clock>
+class basic_bulkhead {
+ public:
+  // Not `respects_deadline`: a queued call's wait is bounded by max_wait,
+  // not by the context's deadline, so a deadline stage outside keeps its timer.
+  using clock_type = Clock;
+
+  explicit basic_bulkhead(bulkhead_options options = {}, Clock clock = {})
+      : clock_(std::move(clock)), core_(std::move(options)) {}
+
+  // Stages and permits refer to it.
+  basic_bulkhead(const basic_bulkhead&) = delete;
+  basic_bulkhead& operator=(const basic_bulkhead&) = delete;
+
+  // Runs op in a slot, after waiting for one if need be. Const like every
+  // stage's run: the state is shared and synchronised within.
+  template <awaitable_op Op>
+  auto run(Op op, const context& parent = {}) const {
+    return detail::bulkhead_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), &core_, &clock_,
+                                                                                   parent);
+  }
+  template <awaitable_op Op>
+  auto operator()(Op op, const context& parent = {}) const {
+    return run(std::move(op), parent);
+  }
+
+  // A slot now, if one is free and nobody waits; never queues, reports no
+  // event. For callers that are not coroutines.
+  bulkhead_permit try_acquire() const noexcept {
+    return core_.try_acquire() ? detail::adopt_slot(core_) : bulkhead_permit{};
+  }
+
+  // Calls inside (holding a slot) and calls waiting, now.
+  std::uint32_t in_flight() const noexcept { return core_.in_flight(); }
+  std::uint32_t queued() const noexcept { return core_.queued(); }
+  const bulkhead_options& options() const noexcept { return core_.options(); }
+  const Clock& clock() const noexcept { return clock_; }
+
+ private:
+  Clock clock_;
+  mutable detail::bulkhead_core core_;
+};
+
+using bulkhead = basic_bulkhead<>;
+
+}  // namespace resilience
