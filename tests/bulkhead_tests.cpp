@@ -470,22 +470,8 @@ BOOST_AUTO_TEST_SUITE_END()
 
 namespace {
 
-struct live {
-  static inline int ops = 0;
-  static inline int handlers = 0;
-  int* counter;
-  explicit live(int& c) : counter(&c) { ++*counter; }
-  live(const live& o) : counter(o.counter) { ++*counter; }
-  ~live() { --*counter; }
-};
-
-asio::awaitable<error_code> sleep_an_hour(int* started) {
-  live frame(live::ops);
-  ++*started;
-  asio::steady_timer timer(co_await asio::this_coro::executor, 1h);
-  auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-  co_return ec;
-}
+using resilience::test::live;
+using resilience::test::sleep_an_hour;
 
 // Starts `calls` calls through `b`, runs until each is running or queued,
 // optionally frees `held` (a grant then waits to run), then destroys the

@@ -35,24 +35,8 @@ using resilience::test::spawn;
 
 namespace {
 
-// Counts live objects of its kind: an op's frame, a completion handler.
-struct live {
-  static inline int ops = 0;
-  static inline int handlers = 0;
-  int* counter;
-  explicit live(int& c) : counter(&c) { ++*counter; }
-  live(const live& o) : counter(o.counter) { ++*counter; }
-  ~live() { --*counter; }
-};
-
-// Sleeps for an hour on a real timer: long past the end of any test.
-asio::awaitable<error_code> sleep_an_hour(int* started) {
-  live frame(live::ops);
-  ++*started;
-  asio::steady_timer timer(co_await asio::this_coro::executor, 1h);
-  auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-  co_return ec;
-}
+using resilience::test::live;
+using resilience::test::sleep_an_hour;
 
 // Starts `calls` calls made by `make`, runs until each is suspended, then
 // destroys the io_context: every frame and every handler must be gone, and

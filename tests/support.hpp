@@ -6,9 +6,15 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <chrono>
 #include <exception>
 #include <optional>
 #include <variant>
@@ -56,6 +62,25 @@ template <class T>
 void rethrow(const completion<T>& c) {
   BOOST_REQUIRE(c.exception);
   std::rethrow_exception(c.exception);
+}
+
+// Counts live objects of its kind: an op's frame, a completion handler.
+struct live {
+  static inline int ops = 0;
+  static inline int handlers = 0;
+  int* counter;
+  explicit live(int& c) : counter(&c) { ++*counter; }
+  live(const live& o) : counter(o.counter) { ++*counter; }
+  ~live() { --*counter; }
+};
+
+// Sleeps for an hour on a real timer: long past the end of any test.
+inline asio::awaitable<boost::system::error_code> sleep_an_hour(int* started) {
+  live frame(live::ops);
+  ++*started;
+  asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::hours(1));
+  auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  co_return ec;
 }
 
 }  // namespace resilience::test

@@ -3,6 +3,7 @@
 // keeps the same books; an open breaker's rejection; and the stage's cost
 // around a bare co_await.
 #include "bench_support.hpp"
+#include "mutex_breaker.hpp"
 
 #include <resilience/circuit_breaker.hpp>
 
@@ -15,35 +16,7 @@ namespace {
 using resilience::bench::drive;
 using resilience::bench::trivial_op;
 
-// The baseline: what a breaker guarded by one mutex does per call in the
-// closed state. Same options as `breaker` below: a 100-call count window,
-// failure ratio 0.5 after 20 calls.
-class mutex_breaker {
- public:
-  bool try_acquire() {
-    std::lock_guard lock(mutex_);
-    return open_until_ <= 0;
-  }
-  void record(bool failure) {
-    std::lock_guard lock(mutex_);
-    const bool old = window_[next_];
-    window_[next_] = failure;
-    next_ = next_ + 1 == window_.size() ? 0 : next_ + 1;
-    if (calls_ < window_.size()) ++calls_;
-    failures_ += static_cast<int>(failure) - static_cast<int>(old);
-    consecutive_ = failure ? consecutive_ + 1 : 0;
-    if (failure && calls_ >= 20 && failures_ * 2 >= static_cast<int>(calls_)) open_until_ = 1;
-  }
-
- private:
-  std::mutex mutex_;
-  std::array<bool, 100> window_{};
-  std::size_t next_ = 0;
-  std::size_t calls_ = 0;
-  int failures_ = 0;
-  int consecutive_ = 0;
-  std::int64_t open_until_ = 0;
-};
+using resilience::bench::mutex_breaker;
 
 const auto options = resilience::breaker_options{}.count_window(100).failure_ratio(0.5).minimum_calls(20);
 

@@ -13,6 +13,8 @@
 // an unfair lock, it still charges what the waiting thread loses. Medians of
 // the counted chunks, the breaker and a mutex breaker (the baseline of
 // breaker_bench.cpp) one after the other, all successes and 10% failures.
+#include "mutex_breaker.hpp"
+
 #include <resilience/circuit_breaker.hpp>
 
 #include <algorithm>
@@ -28,33 +30,7 @@
 
 namespace {
 
-// The same books as breaker_bench.cpp's mutex_breaker.
-class mutex_breaker {
- public:
-  bool try_acquire() {
-    std::lock_guard lock(mutex_);
-    return open_until_ <= 0;
-  }
-  void record(bool failure) {
-    std::lock_guard lock(mutex_);
-    const bool old = window_[next_];
-    window_[next_] = failure;
-    next_ = next_ + 1 == window_.size() ? 0 : next_ + 1;
-    if (calls_ < window_.size()) ++calls_;
-    failures_ += static_cast<int>(failure) - static_cast<int>(old);
-    consecutive_ = failure ? consecutive_ + 1 : 0;
-    if (failure && calls_ >= 20 && failures_ * 2 >= static_cast<int>(calls_)) open_until_ = 1;
-  }
-
- private:
-  std::mutex mutex_;
-  std::array<bool, 100> window_{};
-  std::size_t next_ = 0;
-  std::size_t calls_ = 0;
-  int failures_ = 0;
-  int consecutive_ = 0;
-  std::int64_t open_until_ = 0;
-};
+using resilience::bench::mutex_breaker;
 
 double now_ns() {
   return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now().time_since_epoch()).count();
