@@ -19,6 +19,8 @@ class category final : public boost::system::error_category {
       case error::circuit_open: return "circuit breaker is open";
       case error::retry_budget_exhausted: return "retry budget exhausted";
       case error::bulkhead_full: return "bulkhead is full";
+      case error::rate_limited: return "rate limit reached";
+      case error::throttled: return "rejected by adaptive throttling";
     }
     return "unknown resilience error";
   }

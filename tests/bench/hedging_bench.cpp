@@ -1,0 +1,1 @@
+// Placeholder: the hedging benchmark arrives with the strategy.

@@ -1,0 +1,1 @@
+// Placeholder: the metrics benchmark arrives with the strategy.

@@ -1,0 +1,1 @@
+// Placeholder: the rate_limiter benchmark arrives with the strategy.

@@ -1,0 +1,1 @@
+// Placeholder: the retry_budget benchmark arrives with the strategy.

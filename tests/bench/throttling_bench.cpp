@@ -1,0 +1,1 @@
+// Placeholder: the throttling benchmark arrives with the strategy.
