@@ -30,18 +30,21 @@ window_counts clamped(window_counts c) noexcept {
 
 }  // namespace
 
-// -- count window --
+// -- thread numbers (detail/thread_number.hpp) --
 
 namespace {
-std::atomic<std::uint32_t> thread_ids{0};
+std::atomic<std::uint32_t> thread_numbers{0};
 }  // namespace
 
-std::uint32_t count_window::new_thread_id() noexcept {
-  std::uint32_t id = thread_ids.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (id == 0) id = thread_ids.fetch_add(1, std::memory_order_relaxed) + 1;  // 0 means "unnumbered"
-  thread_id_ = id;
-  return id;
+std::uint32_t new_thread_number() noexcept {
+  std::uint32_t n = thread_numbers.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (n == 0) n = thread_numbers.fetch_add(1, std::memory_order_relaxed) + 1;  // 0 means "unnumbered"
+  this_thread_number = n;
+  return n;
 }
+
+// -- count window --
+
 
 count_window::count_window(std::uint32_t n)
     : n_(n), words_((n + 63) / 64), batch_(std::min<std::uint64_t>(64, n)) {

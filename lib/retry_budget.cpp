@@ -53,36 +53,27 @@ ratio_window::ratio_window(const retry_ratio_budget_options& o) noexcept
       min_retries_(static_cast<double>(o.min_retries_per_second()) *
                    std::chrono::duration<double>(o.window()).count()) {}
 
-ratio_window::bucket& ratio_window::bucket_at(time_point now) noexcept {
-  const std::int64_t ticks = now.time_since_epoch().count();
-  // Floor division: a clock may read before its epoch.
-  const std::int64_t number = ticks >= 0 ? ticks / bucket_ticks_ : -((-ticks - 1) / bucket_ticks_) - 1;
-  bucket& b = ring_[static_cast<std::size_t>(((number % buckets) + buckets) % buckets)];
-  std::int64_t seen = b.number.load(std::memory_order_acquire);
-  if (seen != number && seen < number && b.number.compare_exchange_strong(seen, number, std::memory_order_acq_rel)) {
-    b.calls.store(0, std::memory_order_relaxed);
-    b.retries.store(0, std::memory_order_relaxed);
+std::uint64_t ratio_window::sum(const std::array<bucket, buckets>& ring, std::int64_t newest) noexcept {
+  std::uint64_t total = 0;
+  for (const bucket& b : ring) {
+    const std::int64_t n = b.number.load(std::memory_order_acquire);
+    if (n > newest - buckets && n <= newest) total += b.count.load(std::memory_order_relaxed);
   }
-  return b;
+  return total;
 }
 
 bool ratio_window::try_retry(time_point now) noexcept {
-  bucket& current = bucket_at(now);
-  const std::int64_t newest = current.number.load(std::memory_order_acquire);
+  const std::int64_t newest = bucket_number(now);
   std::uint64_t calls = 0;
-  std::uint64_t retries = 0;
-  for (const bucket& b : ring_) {
-    const std::int64_t n = b.number.load(std::memory_order_acquire);
-    if (n > newest - buckets && n <= newest) {
-      calls += b.calls.load(std::memory_order_relaxed);
-      retries += b.retries.load(std::memory_order_relaxed);
-    }
-  }
+  for (const shard& s : call_shards_) calls += sum(s.ring, newest);
+  bucket& current = retries_[slot(newest)];
+  renew(current, newest);
+  const std::uint64_t retries = sum(retries_, newest);
   if (static_cast<double>(retries) + 1 > ratio_ * static_cast<double>(calls) + min_retries_) {
     refusals_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
-  current.retries.fetch_add(1, std::memory_order_relaxed);
+  current.count.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 

@@ -768,6 +768,63 @@ BOOST_AUTO_TEST_CASE(a_refusal_is_logged_and_ends_the_call_with_its_last_outcome
   BOOST_TEST(lines[0].find("retry budget exhausted") != std::string::npos, lines[0]);
 }
 
+BOOST_AUTO_TEST_CASE(a_refusal_is_an_event_and_can_end_the_call_with_its_own_error) {
+  resilience::retry_throttle throttle{2, 1.0};
+  throttle.record(true);
+  std::vector<resilience::budget_refusal> seen;
+  std::vector<std::string> failures;
+  const auto p = policy().max_attempts(4).budget(throttle).on_budget_refused([&](const resilience::budget_refusal& r) {
+    seen.push_back(r);
+    failures.emplace_back(r.failure);
+  });
+  {
+    completion<boost::system::result<int>> done;
+    spawn(io, co_retry(always_failing(), p), done);
+    clock.run(io);
+    BOOST_TEST((done.value->error() == reset), "by default the last outcome stands");
+  }
+  {
+    completion<boost::system::result<int>> done;
+    spawn(io, co_retry(always_failing(), p.budget_refusal_as_error()), done);
+    clock.run(io);
+    BOOST_TEST((done.value->error() == resilience::error::retry_budget_exhausted));
+  }
+  {
+    // Set before the budget: attaching the budget keeps it.
+    completion<int> done;
+    const auto thrower = [this]() -> asio::awaitable<int> {
+      attempts.push_back(clock.now());
+      throw std::runtime_error("boom");
+      co_return 0;
+    };
+    spawn(io, co_retry(thrower, policy().budget_refusal_as_error().budget(throttle)), done);
+    clock.run(io);
+    BOOST_REQUIRE(done.exception);
+    BOOST_CHECK_EXCEPTION(std::rethrow_exception(done.exception), boost::system::system_error,
+                          [](const auto& e) { return e.code() == resilience::error::retry_budget_exhausted; });
+  }
+  BOOST_REQUIRE(seen.size() == 2u);
+  BOOST_TEST(seen[0].attempt == 1u);
+  BOOST_TEST(seen[0].max_attempts == 4u);
+  BOOST_TEST(failures[0].find(reset.message()) != std::string::npos, failures[0]);
+  BOOST_TEST(attempts.size() == 3u, "one attempt each: no retry was allowed");
+}
+
+BOOST_AUTO_TEST_CASE(a_ratio_budget_counts_every_call_from_many_threads) {
+  resilience::basic_retry_ratio_budget<manual_clock> budget{
+      resilience::retry_ratio_budget_options{}.ratio(0.5).min_retries_per_second(0).window(10s), clock};
+  // Calls spread over per-thread shards; a retry sees them all.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 12; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i) budget.record(false, true);
+    });
+  for (auto& t : threads) t.join();
+  int granted = 0;
+  while (budget.try_retry()) ++granted;
+  BOOST_TEST(granted == 6000, "half of 12,000 calls");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_FIXTURE_TEST_SUITE(log_lines, virtual_time)

@@ -17,6 +17,8 @@
 #include <concepts>
 #include <limits>
 
+#include <time.h>
+
 namespace resilience {
 
 using time_point = std::chrono::steady_clock::time_point;
@@ -29,11 +31,36 @@ struct steady_clock {
 
   time_point now() const noexcept { return std::chrono::steady_clock::now(); }
 
+  // The same clock as of its last tick (a few milliseconds behind at most),
+  // for books kept in coarser steps, such as a retry budget's buckets: it
+  // costs a fraction of now(). Strategies use it through
+  // detail::coarse_now, which falls back to now() for other clocks.
+  time_point coarse_now() const noexcept {
+#if defined(CLOCK_MONOTONIC_COARSE)
+    timespec ts;
+    ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+#else
+    return now();
+#endif
+  }
+
   template <class Executor>
   timer_type<Executor> make_timer(const Executor& ex) const {
     return timer_type<Executor>(ex);
   }
 };
+
+namespace detail {
+template <class C>
+time_point coarse_now(const C& c) noexcept {
+  if constexpr (requires { { c.coarse_now() } -> std::same_as<time_point>; }) {
+    return c.coarse_now();
+  } else {
+    return c.now();
+  }
+}
+}  // namespace detail
 
 // What a strategy needs of a clock: its time, and timers that wait on it with
 // `expires_after(d)` and `async_wait(token)` and honour cancellation slots.

@@ -187,6 +187,13 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
 
 }  // namespace detail
 
+// A retry budget's refusal, as its event reports it.
+struct budget_refusal {
+  std::uint32_t attempt;       // the attempt that failed and would have been retried
+  std::uint32_t max_attempts;
+  std::string_view failure;    // that attempt's failure, described as in the log line
+};
+
 namespace detail {
 
 // The budget a policy consults (retry_budget.hpp), by reference. Two calls
@@ -195,6 +202,9 @@ struct budget_ref {
   void* budget = nullptr;
   void (*record_fn)(void*, bool, bool) noexcept = nullptr;
   bool (*try_retry_fn)(void*) noexcept = nullptr;
+  // What a refusal does besides ending the call (see the policy's setters).
+  std::function<void(const budget_refusal&)> on_refused;
+  bool refusal_is_error = false;
 
   void record(bool transient_failure, bool first_attempt) const noexcept {
     if (budget) record_fn(budget, transient_failure, first_attempt);
@@ -323,8 +333,9 @@ class basic_retry_policy {
   }
 
   // Reports every attempt's outcome to `budget` and asks it before each
-  // retry (retry_budget.hpp): a refusal ends the call with its last outcome.
-  // `budget` is shared and must outlive the policy.
+  // retry (retry_budget.hpp): a refusal ends the call with its last outcome
+  // (or retry_budget_exhausted: budget_refusal_as_error). `budget` is shared
+  // and must outlive the policy.
   template <class B>
   basic_retry_policy budget(B& budget) const
     requires requires(B& b) {
@@ -333,11 +344,28 @@ class basic_retry_policy {
     }
   {
     auto p = *this;
-    p.budget_ = {&budget,
-                 [](void* b, bool failed, bool first) noexcept { static_cast<B*>(b)->record(failed, first); },
-                 [](void* b) noexcept -> bool { return static_cast<B*>(b)->try_retry(); }};
+    p.budget_.budget = &budget;
+    p.budget_.record_fn = [](void* b, bool failed, bool first) noexcept { static_cast<B*>(b)->record(failed, first); };
+    p.budget_.try_retry_fn = [](void* b) noexcept -> bool { return static_cast<B*>(b)->try_retry(); };
     return p;
   }
+  // Called when the budget refuses a retry, on the calling coroutine's
+  // executor (thread-safe with a shared policy). What it throws becomes the
+  // call's outcome.
+  basic_retry_policy on_budget_refused(std::function<void(const budget_refusal&)> f) const {
+    auto p = *this;
+    p.budget_.on_refused = std::move(f);
+    return p;
+  }
+  // A refused retry ends the call with error::retry_budget_exhausted rather
+  // than its last outcome, so that stages outside the retry (a fallback, a
+  // breaker's classifier) can tell "the budget stopped it" from the failure.
+  basic_retry_policy budget_refusal_as_error(bool yes = true) const {
+    auto p = *this;
+    p.budget_.refusal_is_error = yes;
+    return p;
+  }
+
   // The policy refers to the budget: a temporary one would be gone.
   template <class B>
   basic_retry_policy budget(B&& budget) const
@@ -396,7 +424,10 @@ class basic_retry_policy {
   // Called by retry_loop when the budget refuses a retry.
   template <class T>
   void notify_budget_refused(std::uint32_t attempt, const outcome<T>& last) const {
-    if (logger_) logger_(detail::format_budget_line(attempt, options_.max_attempts, detail::describe_outcome(last)));
+    if (!logger_ && !budget_.on_refused) return;
+    const std::string failure = detail::describe_outcome(last);
+    if (logger_) logger_(detail::format_budget_line(attempt, options_.max_attempts, failure));
+    if (budget_.on_refused) budget_.on_refused(budget_refusal{attempt, options_.max_attempts, failure});
   }
 
   // Called by retry_loop, once per retry.
@@ -536,6 +567,7 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
     // that would have happened.
     if (!policy.budget().allows_retry()) {
       policy.notify_budget_refused(ctx.attempt, *last);
+      if (policy.budget().refusal_is_error) last.emplace(outcome<T>::from_error(error::retry_budget_exhausted));
       break;
     }
     policy.notify_retry(retry_event<T>{ctx.attempt, options.max_attempts, *last, next.nominal, next.actual});

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <resilience/clock.hpp>
+#include <resilience/detail/thread_number.hpp>
 
 #include <algorithm>
 #include <array>
@@ -99,31 +100,58 @@ namespace detail {
 
 // Calls and retries in buckets of one tenth of the window, each tagged with
 // the bucket's number since the clock's epoch; a bucket from an earlier turn
-// of the ring is reset by whoever finds it first. Counts from a bucket being
-// reset concurrently may be lost: the budget is approximate by a few calls,
-// never unbounded.
+// of the ring is reset by whoever finds it first. Calls, counted on every
+// call, go to the calling thread's shard (a cache line of its own, so two
+// threads never write the same line); retries, counted only after a failure,
+// go to one shared ring. Counts from a bucket being reset concurrently may
+// be lost: the budget is approximate by a few calls, never unbounded.
 class ratio_window {
  public:
   static constexpr int buckets = 10;
 
   ratio_window(const retry_ratio_budget_options& o) noexcept;
 
-  void add_call(time_point now) noexcept { bucket_at(now).calls.fetch_add(1, std::memory_order_relaxed); }
+  void add_call(time_point now) noexcept {
+    const std::int64_t number = bucket_number(now);
+    bucket& b = call_shards_[thread_number() & (shard_count - 1)].ring[slot(number)];
+    renew(b, number);
+    b.count.fetch_add(1, std::memory_order_relaxed);
+  }
   bool try_retry(time_point now) noexcept;
   std::uint64_t refusals() const noexcept { return refusals_.load(std::memory_order_relaxed); }
 
  private:
+  static constexpr std::uint32_t shard_count = 8;  // a power of 2
   struct bucket {
     std::atomic<std::int64_t> number{-1};
-    std::atomic<std::uint64_t> calls{0};
-    std::atomic<std::uint64_t> retries{0};
+    std::atomic<std::uint64_t> count{0};
   };
-  bucket& bucket_at(time_point now) noexcept;
+  struct alignas(64) shard {
+    std::array<bucket, buckets> ring;
+  };
+
+  std::int64_t bucket_number(time_point now) const noexcept {
+    const std::int64_t ticks = now.time_since_epoch().count();
+    // Floor division: a clock may read before its epoch.
+    return ticks >= 0 ? ticks / bucket_ticks_ : -((-ticks - 1) / bucket_ticks_) - 1;
+  }
+  static std::size_t slot(std::int64_t number) noexcept {
+    return static_cast<std::size_t>(((number % buckets) + buckets) % buckets);
+  }
+  // Makes `b` the bucket `number` if it holds an older one.
+  static void renew(bucket& b, std::int64_t number) noexcept {
+    std::int64_t seen = b.number.load(std::memory_order_acquire);
+    if (seen < number && b.number.compare_exchange_strong(seen, number, std::memory_order_acq_rel))
+      b.count.store(0, std::memory_order_relaxed);
+  }
+  // The sum of `ring`'s buckets numbered (newest - buckets, newest].
+  static std::uint64_t sum(const std::array<bucket, buckets>& ring, std::int64_t newest) noexcept;
 
   double ratio_;
   std::int64_t bucket_ticks_;
   double min_retries_;  // over the window
-  std::array<bucket, buckets> ring_;
+  shard call_shards_[shard_count];
+  alignas(64) std::array<bucket, buckets> retries_;
   std::atomic<std::uint64_t> refusals_{0};
 };
 
@@ -141,9 +169,9 @@ class basic_retry_ratio_budget {
 
   // Every attempt's outcome; only first attempts count as calls.
   void record(bool /*failed*/, bool first_attempt) noexcept {
-    if (first_attempt) window_.add_call(clock_.now());
+    if (first_attempt) window_.add_call(detail::coarse_now(clock_));
   }
-  bool try_retry() noexcept { return window_.try_retry(clock_.now()); }
+  bool try_retry() noexcept { return window_.try_retry(detail::coarse_now(clock_)); }
   std::uint64_t refusals() const noexcept { return window_.refusals(); }
 
  private:

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <resilience/clock.hpp>
+#include <resilience/detail/thread_number.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -76,14 +77,7 @@ class count_window {
   // Threads are numbered as they first record into any count window; thread
   // k records into shard k mod shard_count. Shared shards stay correct (the
   // count is atomic); they only cost the sharing.
-  static std::uint32_t shard_index() noexcept {
-    std::uint32_t id = thread_id_;
-    if (id == 0) [[unlikely]]
-      id = new_thread_id();
-    return id & (shard_count - 1);
-  }
-  static std::uint32_t new_thread_id() noexcept;
-  static constinit inline thread_local std::uint32_t thread_id_ = 0;
+  static std::uint32_t shard_index() noexcept { return thread_number() & (shard_count - 1); }
 
   void place_pending(shard& s) noexcept;
   // Successes at the k positions of the ring from `pos` (0 to n - 1) on;

@@ -1,6 +1,7 @@
-// Two threads sharing one breaker, measured only while both are running.
+// Two threads sharing one breaker or one retry budget, measured only while
+// both are running.
 //
-//   build/release/tests/bench/resilience_breaker_contention [calls per thread]
+//   build/release/tests/bench/resilience_contention [calls per thread]
 //
 // On a busy machine the two threads of a Google Benchmark run often take
 // turns on one core instead of running side by side, and then measure no
@@ -12,10 +13,14 @@
 // per call of each thread (Google Benchmark's real time with 2 threads); with
 // an unfair lock, it still charges what the waiting thread loses. Medians of
 // the counted chunks, the breaker and a mutex breaker (the baseline of
-// breaker_bench.cpp) one after the other, all successes and 10% failures.
+// breaker_bench.cpp) one after the other, all successes and 10% failures;
+// then the retry budgets and a mutex budget (retry_budget_bench.cpp's
+// baseline), 10% of calls failing and asking for a retry.
 #include "mutex_breaker.hpp"
+#include "mutex_budget.hpp"
 
 #include <resilience/circuit_breaker.hpp>
+#include <resilience/retry_budget.hpp>
 
 #include <algorithm>
 #include <array>
@@ -31,6 +36,10 @@
 namespace {
 
 using resilience::bench::mutex_breaker;
+using resilience::bench::mutex_ratio_budget;
+
+template <class B>
+concept budget = requires(B& b) { b.try_retry(); };
 
 double now_ns() {
   return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -39,7 +48,11 @@ double now_ns() {
 template <class B>
 [[gnu::noinline]] void run_chunk(B& b, long from, long n, bool mixed) {
   for (long i = from; i < from + n; ++i) {
-    if constexpr (std::is_same_v<B, mutex_breaker>) {
+    if constexpr (budget<B>) {
+      const bool failed = mixed && i % 10 == 0;
+      b.record(failed, true);
+      if (failed && b.try_retry()) b.record(false, false);
+    } else if constexpr (std::is_same_v<B, mutex_breaker>) {
       volatile bool admitted = b.try_acquire();
       (void)admitted;
       b.record(mixed && i % 10 == 0);
@@ -102,6 +115,13 @@ struct breaker : resilience::circuit_breaker {
             resilience::breaker_options{}.count_window(100).failure_ratio(0.5).minimum_calls(20)) {}
 };
 
+struct throttle : resilience::retry_throttle {
+  throttle() : resilience::retry_throttle(100, 0.1) {}
+};
+struct ratio_budget : resilience::retry_ratio_budget {
+  ratio_budget() : resilience::retry_ratio_budget(resilience::retry_ratio_budget_options{}.ratio(0.1)) {}
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,4 +130,7 @@ int main(int argc, char** argv) {
     measure<breaker>("breaker", mixed, calls);
     measure<mutex_breaker>("mutex", mixed, calls / 3);
   }
+  measure<throttle>("throttle", true, calls);
+  measure<ratio_budget>("ratio", true, calls);
+  measure<mutex_ratio_budget>("mutex", true, calls / 3);
 }
