@@ -1,2 +1,460 @@
-// Placeholder: tests for metrics arrive with the strategy.
-#include <boost/test/unit_test.hpp>
+// Metrics: counts from real pipelines on virtual time (retries, a breaker
+// opening, bulkhead rejections, timeouts), durations and outcomes of calls
+// and attempts, bucket edges, the Prometheus text exactly, escaping, exact
+// sums under two threads, cancellation and shutdown mid-call, options.
+#include "support.hpp"
+
+#include <resilience/bulkhead.hpp>
+#include <resilience/circuit_breaker.hpp>
+#include <resilience/metrics.hpp>
+#include <resilience/pipeline.hpp>
+#include <resilience/prometheus.hpp>
+#include <resilience/retry.hpp>
+#include <resilience/testing/manual_clock.hpp>
+#include <resilience/timeout.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+using boost::system::error_code;
+using resilience::duration;
+using resilience::metrics;
+using resilience::metrics_options;
+using resilience::testing::manual_clock;
+using resilience::test::completion;
+using resilience::test::spawn;
+
+namespace {
+
+const error_code reset = asio::error::connection_reset;
+const error_code aborted = asio::error::operation_aborted;
+
+// Hooks are one pointer: the std::function in a breaker's or bulkhead's
+// options keeps them in place, without allocating.
+static_assert(sizeof(resilience::breaker_meter) == sizeof(void*));
+static_assert(sizeof(resilience::bulkhead_meter) == sizeof(void*));
+
+struct fixture {
+  asio::io_context io;
+  manual_clock clock;
+  metrics m{metrics_options{}.buckets({1ms, 10ms, 100ms, 1s})};
+
+  // Waits `d` on the virtual clock, then answers `result`. A member
+  // coroutine: its arguments live in its frame, not in a closure.
+  asio::awaitable<error_code> wait(duration d, error_code result) {
+    if (d > duration::zero()) {
+      auto timer = clock.make_timer(co_await asio::this_coro::executor);
+      timer.expires_after(d);
+      auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+      if (ec) co_return ec;
+    }
+    co_return result;
+  }
+  auto op(duration d, error_code result = {}) {
+    return [this, d, result] { return wait(d, result); };
+  }
+
+  // The sample of `family` whose label values are `values`, if it has recorded.
+  std::optional<resilience::metric_sample> sample(const std::string& family, std::vector<std::string> values) const {
+    for (const auto& f : m.snapshot().families) {
+      if (f.name != family) continue;
+      for (const auto& s : f.samples) {
+        std::vector<std::string> have;
+        for (const auto& l : s.labels) have.push_back(l.second);
+        if (have == values) return s;
+      }
+    }
+    return std::nullopt;
+  }
+  std::uint64_t events(const std::string& pipeline, const std::string& strategy, const std::string& event,
+                       const std::string& outcome) const {
+    const auto s = sample("resilience.strategy.events", {pipeline, strategy, event, outcome});
+    return s ? s->count : 0;
+  }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(metrics_counts, fixture)
+
+BOOST_AUTO_TEST_CASE(a_retry_pipeline_counts_retries_attempts_and_the_whole_call) {
+  int calls = 0;
+  const auto call = resilience::pipeline(
+                        m.stage("backend"),
+                        resilience::retry_policy{}
+                            .max_attempts(4)
+                            .backoff(resilience::backoff::constant(100ms))
+                            .on_retry(m.retry_events("backend", "retry")),
+                        m.attempt_stage("backend"))
+                        .clock(clock);
+  completion<error_code> done;
+  spawn(io, call([&] { return wait(10ms, ++calls < 3 ? reset : error_code{}); }), done);
+  clock.run(io);
+  BOOST_TEST(done.times == 1);
+  BOOST_TEST((done.value == error_code{}));
+  BOOST_TEST(events("backend", "retry", "on_retry", "error") == 2u);
+  BOOST_TEST(events("backend", "retry", "on_retry", "exception") == 0u);
+  const auto whole = sample("resilience.pipeline.duration", {"backend", "success"});
+  BOOST_REQUIRE(whole);
+  BOOST_TEST(whole->count == 1u);
+  BOOST_TEST((whole->sum == 230ms), "3 attempts of 10 ms and 2 waits of 100 ms");
+  for (const char* n : {"1", "2"}) {
+    const auto failed = sample("resilience.strategy.attempt.duration", {"backend", n, "error"});
+    BOOST_REQUIRE(failed);
+    BOOST_TEST(failed->count == 1u);
+    BOOST_TEST((failed->sum == 10ms));
+  }
+  const auto third = sample("resilience.strategy.attempt.duration", {"backend", "3", "success"});
+  BOOST_REQUIRE(third);
+  BOOST_TEST(third->count == 1u);
+  BOOST_TEST(!sample("resilience.strategy.attempt.duration", {"backend", "3", "error"}));
+}
+
+BOOST_AUTO_TEST_CASE(a_breaker_opening_and_rejecting_is_counted_and_ends_the_call_as_an_error) {
+  const auto hooks = m.breaker_events("backend", "breaker");
+  resilience::basic_circuit_breaker<manual_clock> breaker(
+      resilience::breaker_options{}.consecutive_failures(2).open_duration(5s).on_state_change(hooks).on_rejection(hooks),
+      clock);
+  // The breaker reads the manual clock: every stage must, from the start.
+  const auto call = resilience::pipeline(m.stage("backend").clock(clock),
+                                         resilience::retry_policy{}
+                                             .max_attempts(5)
+                                             .backoff(resilience::backoff::constant(100ms))
+                                             .on_retry(m.retry_events("backend", "retry"))
+                                             .clock(clock),
+                                         breaker, m.attempt_stage("backend").clock(clock));
+  completion<error_code> done;
+  spawn(io, call(op(10ms, reset)), done);
+  clock.run(io);
+  BOOST_TEST(done.times == 1);
+  BOOST_TEST((done.value == error_code(resilience::error::circuit_open)), "a rejection ends the retry");
+  BOOST_TEST(events("backend", "breaker", "on_circuit_opened", "none") == 1u);
+  BOOST_TEST(events("backend", "breaker", "on_circuit_rejected", "error") == 1u);
+  BOOST_TEST(events("backend", "retry", "on_retry", "error") == 2u);
+  // The rejected third attempt never reached the op: only two attempts timed.
+  BOOST_TEST(!sample("resilience.strategy.attempt.duration", {"backend", "3", "error"}));
+  const auto whole = sample("resilience.pipeline.duration", {"backend", "error"});
+  BOOST_REQUIRE(whole);
+  BOOST_TEST((whole->sum == 220ms));
+}
+
+BOOST_AUTO_TEST_CASE(bulkhead_rejections_are_counted_by_reason) {
+  resilience::basic_bulkhead<manual_clock> pool(resilience::bulkhead_options{}
+                                                    .max_concurrent(1)
+                                                    .max_queue(1)
+                                                    .max_wait(50ms)
+                                                    .on_rejected(m.bulkhead_events("db", "bulkhead")),
+                                                clock);
+  const auto call = resilience::pipeline(m.stage("db").clock(clock), pool);
+  std::vector<completion<error_code>> done(3);
+  for (auto& d : done) spawn(io, call(op(1s)), d);  // one inside, one waits 50 ms, one finds the queue full
+  clock.run(io);
+  for (const auto& d : done) BOOST_TEST(d.times == 1);
+  BOOST_TEST(events("db", "bulkhead", "on_bulkhead_queue_full", "error") == 1u);
+  BOOST_TEST(events("db", "bulkhead", "on_bulkhead_wait_expired", "error") == 1u);
+  const auto rejected = sample("resilience.pipeline.duration", {"db", "error"});
+  BOOST_REQUIRE(rejected);
+  BOOST_TEST(rejected->count == 2u);
+  BOOST_TEST((rejected->sum == 50ms), "the full queue rejected at once, the waiter after max_wait");
+  BOOST_TEST(sample("resilience.pipeline.duration", {"db", "success"})->count == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_timeout_is_counted_and_its_attempt_timed_to_the_bound) {
+  const auto call = resilience::pipeline(m.attempt_stage("svc"),
+                                         resilience::timeout(50ms).on_timeout(m.timeout_events("svc", "timeout")))
+                        .clock(clock);
+  completion<error_code> done;
+  spawn(io, call(op(1s)), done);
+  clock.run(io);
+  BOOST_TEST((done.value == error_code(resilience::error::timeout)));
+  BOOST_TEST(events("svc", "timeout", "on_timeout", "error") == 1u);
+  const auto attempt = sample("resilience.strategy.attempt.duration", {"svc", "1", "error"});
+  BOOST_REQUIRE(attempt);
+  BOOST_TEST((attempt->sum == 50ms));
+}
+
+BOOST_AUTO_TEST_CASE(attempt_numbers_past_four_share_one_series) {
+  const auto call = resilience::pipeline(resilience::retry_policy{}
+                                             .max_attempts(7)
+                                             .backoff(resilience::backoff::constant(1ms)),
+                                         m.attempt_stage("svc"))
+                        .clock(clock);
+  completion<error_code> done;
+  spawn(io, call(op(1ms, reset)), done);
+  clock.run(io);
+  for (const char* n : {"1", "2", "3", "4"})
+    BOOST_TEST(sample("resilience.strategy.attempt.duration", {"svc", n, "error"})->count == 1u);
+  BOOST_TEST(sample("resilience.strategy.attempt.duration", {"svc", "5+", "error"})->count == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(making_a_hook_again_reuses_its_series) {
+  const auto a = m.breaker_events("p", "b");
+  const auto b = m.breaker_events("p", "b");
+  a(resilience::rejection{resilience::circuit_state::open, 1s});
+  b(resilience::rejection{resilience::circuit_state::open, 1s});
+  BOOST_TEST(events("p", "b", "on_circuit_rejected", "error") == 2u);
+  BOOST_TEST(m.snapshot().families.size() == 1u, "series that recorded nothing are left out");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(metrics_outcomes, fixture)
+
+BOOST_AUTO_TEST_CASE(values_errors_and_exceptions_pass_through_unchanged_and_are_told_apart) {
+  const auto stage = m.stage("svc").clock(clock);
+  completion<int> value;
+  spawn(io, stage([]() -> asio::awaitable<int> { co_return 42; }), value);
+  completion<int> failure;
+  spawn(io, stage([]() -> asio::awaitable<int> {
+          throw boost::system::system_error(resilience::error::timeout);
+          co_return 0;
+        }),
+        failure);
+  completion<int> other;
+  spawn(io, stage([]() -> asio::awaitable<int> {
+          throw std::runtime_error("boom");
+          co_return 0;
+        }),
+        other);
+  completion<void> nothing;
+  spawn(io, stage([]() -> asio::awaitable<void> { co_return; }), nothing);
+  clock.run(io);
+  BOOST_TEST(*value.value == 42);
+  BOOST_CHECK_THROW(resilience::test::rethrow(failure), boost::system::system_error);
+  BOOST_CHECK_THROW(resilience::test::rethrow(other), std::runtime_error);
+  BOOST_TEST(nothing.times == 1);
+  BOOST_TEST(sample("resilience.pipeline.duration", {"svc", "success"})->count == 2u);
+  BOOST_TEST(sample("resilience.pipeline.duration", {"svc", "error"})->count == 1u);
+  BOOST_TEST(sample("resilience.pipeline.duration", {"svc", "exception"})->count == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(bucket_bounds_are_inclusive_upper_bounds) {
+  const auto stage = m.stage("svc").clock(clock);  // bounds 1 ms, 10 ms, 100 ms, 1 s
+  for (duration d : {duration::zero(), duration(1ms), 1ms + duration(1), duration(10ms), duration(1s),
+                     1s + duration(1)}) {
+    completion<error_code> done;
+    spawn(io, stage(op(d)), done);
+    clock.run(io);
+    BOOST_REQUIRE(done.times == 1);
+  }
+  const auto s = sample("resilience.pipeline.duration", {"svc", "success"});
+  BOOST_REQUIRE(s);
+  BOOST_TEST(s->cumulative == (std::vector<std::uint64_t>{2, 4, 4, 5, 6}), boost::test_tools::per_element());
+  BOOST_TEST(s->count == 6u);
+}
+
+BOOST_AUTO_TEST_CASE(a_cancelled_call_ends_aborted_is_recorded_as_cancelled_and_frees_its_frames) {
+  const auto stage = m.stage("svc").clock(clock);
+  int started = 0;
+  {
+    asio::cancellation_signal cancel;
+    completion<error_code> done;
+    spawn(io, stage([&] { return resilience::test::sleep_an_hour(&started); }), done, &cancel);
+    io.poll();
+    BOOST_REQUIRE(started == 1);
+    clock.advance(3s);
+    cancel.emit(asio::cancellation_type::terminal);
+    io.run();
+    BOOST_TEST(done.times == 1);
+    BOOST_TEST((done.value == aborted));
+  }
+  BOOST_TEST(resilience::test::live::ops == 0);
+  const auto s = sample("resilience.pipeline.duration", {"svc", "cancelled"});
+  BOOST_REQUIRE(s);
+  BOOST_TEST((s->sum == 3s));
+}
+
+BOOST_AUTO_TEST_CASE(a_call_cancelled_while_retry_waits_is_recorded_as_cancelled_after_its_failed_attempt) {
+  const auto call = resilience::pipeline(m.stage("svc"),
+                                         resilience::retry_policy{}.backoff(resilience::backoff::constant(1s)),
+                                         m.attempt_stage("svc"))
+                        .clock(clock);
+  asio::cancellation_signal cancel;
+  completion<error_code> done;
+  spawn(io, call(op(10ms, reset)), done, &cancel);
+  clock.run_for(io, 500ms);  // the attempt failed at 10 ms; the retry waits until 1.01 s
+  BOOST_REQUIRE(!done.done());
+  cancel.emit(asio::cancellation_type::terminal);
+  io.run();
+  BOOST_TEST(done.times == 1);
+  BOOST_TEST((done.value == aborted));
+  BOOST_TEST(sample("resilience.strategy.attempt.duration", {"svc", "1", "error"})->count == 1u);
+  BOOST_TEST(!sample("resilience.strategy.attempt.duration", {"svc", "2", "error"}));
+  const auto whole = sample("resilience.pipeline.duration", {"svc", "cancelled"});
+  BOOST_REQUIRE(whole);
+  BOOST_TEST((whole->sum == 500ms));
+}
+
+BOOST_AUTO_TEST_CASE(a_cancellation_thrown_as_system_error_is_recorded_as_cancelled) {
+  const auto stage = m.stage("svc").clock(clock);
+  asio::cancellation_signal cancel;
+  completion<int> done;
+  spawn(io, stage([this]() -> asio::awaitable<int> {
+          auto timer = clock.make_timer(co_await asio::this_coro::executor);
+          timer.expires_after(1h);
+          co_await timer.async_wait(asio::use_awaitable);  // throws when cancelled
+          co_return 1;
+        }),
+        done, &cancel);
+  io.poll();
+  cancel.emit(asio::cancellation_type::terminal);
+  io.run();
+  BOOST_TEST(done.times == 1);
+  BOOST_CHECK_THROW(resilience::test::rethrow(done), boost::system::system_error);
+  BOOST_TEST(sample("resilience.pipeline.duration", {"svc", "cancelled"})->count == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_call_whose_context_is_destroyed_records_nothing_and_frees_its_frames) {
+  int started = 0;
+  completion<error_code> done;
+  const auto call = resilience::pipeline(m.stage("svc"), m.attempt_stage("svc")).clock(clock);
+  {
+    asio::io_context doomed;
+    spawn(doomed, call([&] { return resilience::test::sleep_an_hour(&started); }), done);
+    doomed.poll();
+    BOOST_REQUIRE(started == 1);
+  }
+  BOOST_TEST(done.times == 0);
+  BOOST_TEST(resilience::test::live::ops == 0);
+  BOOST_TEST(m.snapshot().families.empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(metrics_prometheus, fixture)
+
+BOOST_AUTO_TEST_CASE(a_small_registry_is_written_exactly) {
+  metrics small{metrics_options{}.buckets({1ms, 10ms})};
+  const auto stage = small.stage("p").clock(clock);
+  completion<error_code> done;
+  spawn(io, stage(op(5ms)), done);
+  clock.run(io);
+  const auto hooks = small.breaker_events("p", "b");
+  hooks(resilience::state_change{resilience::circuit_state::closed, resilience::circuit_state::open, 1, {}, 5s});
+  hooks(resilience::rejection{resilience::circuit_state::open, 5s});
+  hooks(resilience::rejection{resilience::circuit_state::open, 4s});
+  const std::string expected =
+      "# HELP resilience_pipeline_duration_seconds Duration of calls through a resilience pipeline.\n"
+      "# TYPE resilience_pipeline_duration_seconds histogram\n"
+      "resilience_pipeline_duration_seconds_bucket{pipeline_name=\"p\",outcome=\"success\",le=\"0.001\"} 0\n"
+      "resilience_pipeline_duration_seconds_bucket{pipeline_name=\"p\",outcome=\"success\",le=\"0.01\"} 1\n"
+      "resilience_pipeline_duration_seconds_bucket{pipeline_name=\"p\",outcome=\"success\",le=\"+Inf\"} 1\n"
+      "resilience_pipeline_duration_seconds_sum{pipeline_name=\"p\",outcome=\"success\"} 0.005\n"
+      "resilience_pipeline_duration_seconds_count{pipeline_name=\"p\",outcome=\"success\"} 1\n"
+      "# HELP resilience_strategy_events_total Events reported by resilience strategies.\n"
+      "# TYPE resilience_strategy_events_total counter\n"
+      "resilience_strategy_events_total{pipeline_name=\"p\",strategy_name=\"b\",event_name=\"on_circuit_opened\","
+      "outcome=\"none\"} 1\n"
+      "resilience_strategy_events_total{pipeline_name=\"p\",strategy_name=\"b\",event_name=\"on_circuit_rejected\","
+      "outcome=\"error\"} 2\n";
+  BOOST_TEST(resilience::prometheus_text(small) == expected);
+}
+
+BOOST_AUTO_TEST_CASE(an_empty_registry_writes_nothing) { BOOST_TEST(resilience::prometheus_text(m).empty()); }
+
+BOOST_AUTO_TEST_CASE(label_values_are_escaped) {
+  const auto hook = m.timeout_events("a\\b\"c\nd", "t");
+  hook(resilience::expiry_event{resilience::error::deadline_exceeded, {}, 1});
+  const std::string text = resilience::prometheus_text(m);
+  BOOST_TEST(text.find("{pipeline_name=\"a\\\\b\\\"c\\nd\",strategy_name=\"t\",event_name=\"on_deadline\","
+                       "outcome=\"error\"} 1\n") != std::string::npos,
+             text);
+}
+
+BOOST_AUTO_TEST_CASE(the_sum_is_written_in_exact_seconds) {
+  const auto stage = m.stage("p").clock(clock);
+  for (duration d : {duration(1500ms), duration(250us), duration(7)}) {
+    completion<error_code> done;
+    spawn(io, stage(op(d)), done);
+    clock.run(io);
+  }
+  BOOST_TEST(resilience::prometheus_text(m).find(
+                 "resilience_pipeline_duration_seconds_sum{pipeline_name=\"p\",outcome=\"success\"} 1.500250007\n") !=
+             std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(metrics_threads)
+
+BOOST_AUTO_TEST_CASE(two_threads_recording_at_once_sum_exactly) {
+  metrics m;
+  manual_clock clock;
+  const auto hooks = m.breaker_events("p", "b");
+  const auto stage = m.stage("p").clock(clock);
+  constexpr int events = 100000;
+  constexpr int calls = 5000;
+  auto work = [&] {
+    for (int i = 0; i < events; ++i) hooks(resilience::rejection{resilience::circuit_state::open, 1s});
+    asio::io_context io;
+    for (int i = 0; i < calls; ++i) {
+      asio::co_spawn(io, stage([]() -> asio::awaitable<int> { co_return 1; }), [](std::exception_ptr, int) {});
+    }
+    io.run();
+  };
+  std::thread other(work);
+  work();
+  other.join();
+  const auto snap = m.snapshot();
+  BOOST_REQUIRE(snap.families.size() == 2u);
+  BOOST_TEST(snap.families[0].samples.at(0).count == 2u * calls);
+  BOOST_TEST(snap.families[1].samples.at(0).count == 2u * events);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(metrics_validation)
+
+template <class F>
+void expect_invalid(F f, const std::string& names) {
+  try {
+    f();
+    BOOST_ERROR("no exception for " + names);
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(std::string(e.what()).find(names) != std::string::npos, e.what());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bad_buckets_and_names_throw_naming_the_field) {
+  const metrics_options o;
+  expect_invalid([&] { (void)o.exponential_buckets(duration::zero(), 2, 5); }, "exponential_buckets: first");
+  expect_invalid([&] { (void)o.exponential_buckets(1ms, 1.0, 5); }, "exponential_buckets: factor");
+  expect_invalid([&] { (void)o.exponential_buckets(1ms, std::nan(""), 5); }, "exponential_buckets: factor");
+  expect_invalid([&] { (void)o.exponential_buckets(1ms, 2, 0); }, "exponential_buckets: count");
+  expect_invalid([&] { (void)o.exponential_buckets(1ms, 2, 33); }, "exponential_buckets: count");
+  expect_invalid([&] { (void)o.exponential_buckets(duration(1), 1.1, 3); }, "exponential_buckets: factor too small");
+  expect_invalid([&] { (void)o.exponential_buckets(1s, 10, 8); }, "exponential_buckets: the last bound");
+  expect_invalid([&] { (void)o.buckets({}); }, "buckets: give 1 to 32");
+  expect_invalid([&] { (void)o.buckets({2ms, 1ms}); }, "buckets: bounds must be strictly increasing");
+  expect_invalid([&] { (void)o.buckets({1ms, 1ms}); }, "buckets: bounds must be strictly increasing");
+  expect_invalid([&] { (void)o.buckets({-1ms}); }, "buckets: bounds must be positive");
+  expect_invalid([&] { (void)o.buckets({25h}); }, "buckets: bounds must be at most 24 h");
+  metrics m;
+  expect_invalid([&] { (void)m.stage(""); }, "metrics::stage: pipeline");
+  expect_invalid([&] { (void)m.attempt_stage(""); }, "metrics::attempt_stage: pipeline");
+  expect_invalid([&] { (void)m.retry_events("p", ""); }, "metrics::retry_events: strategy");
+  expect_invalid([&] { (void)m.breaker_events("", "b"); }, "metrics::breaker_events: pipeline");
+}
+
+BOOST_AUTO_TEST_CASE(the_defaults_double_from_one_millisecond) {
+  const metrics_options defaults;
+  const auto bounds = defaults.bucket_bounds();
+  BOOST_REQUIRE(bounds.size() == 15u);
+  BOOST_TEST((bounds.front() == 1ms));
+  BOOST_TEST((bounds.back() == 16384ms));
+  const auto thirds = metrics_options{}.exponential_buckets(1ms, 3, 3);
+  BOOST_TEST((thirds.bucket_bounds()[2] == 9ms));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

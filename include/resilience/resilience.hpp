@@ -15,8 +15,10 @@
 #include <resilience/context.hpp>
 #include <resilience/deadline.hpp>
 #include <resilience/error.hpp>
+#include <resilience/metrics.hpp>
 #include <resilience/outcome.hpp>
 #include <resilience/pipeline.hpp>
+#include <resilience/prometheus.hpp>
 #include <resilience/properties.hpp>
 #include <resilience/retry_budget.hpp>
 #include <resilience/random.hpp>

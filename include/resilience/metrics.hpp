@@ -1,0 +1,360 @@
+// resilience/metrics.hpp — counts of strategy events and histograms of call
+// durations, recorded without a lock.
+//
+//   resilience::metrics telemetry;  // one per process: hooks and stages refer to it
+//   const auto breaker_events = telemetry.breaker_events("backend", "breaker");
+//   resilience::circuit_breaker breaker{resilience::breaker_options{}
+//                                           .on_state_change(breaker_events)
+//                                           .on_rejection(breaker_events)};
+//   const auto call_backend = resilience::pipeline(
+//       telemetry.stage("backend"),                    // outermost: each whole call
+//       resilience::retry_policy{}.on_retry(telemetry.retry_events("backend", "retry")),
+//       breaker,
+//       telemetry.attempt_stage("backend"),            // inside the retry: each attempt
+//       resilience::timeout(300ms).on_timeout(telemetry.timeout_events("backend", "timeout")));
+//   std::string page = resilience::prometheus_text(telemetry);  // prometheus.hpp
+//
+// What is recorded, named after OpenTelemetry's conventions for resilience
+// pipelines (label names as written; a Prometheus writer turns dots into
+// underscores):
+//
+//   resilience.strategy.events            counter
+//       pipeline.name, strategy.name, event.name, outcome
+//   resilience.strategy.attempt.duration  histogram, seconds
+//       pipeline.name, attempt.number ("1" to "4", then "5+"), outcome
+//   resilience.pipeline.duration          histogram, seconds
+//       pipeline.name, outcome
+//
+// `outcome` is one of success, error, exception, cancelled (call_outcome):
+// `error` is a known error code, in T's error channel or a thrown
+// boost::system::system_error; `exception` any other exception; `cancelled`
+// operation_aborted or any code equal to errc::operation_canceled. Events with
+// no call outcome (a breaker's transitions) say `none`. A retried value
+// without an error code (a 503 response the classifier calls transient)
+// counts as `error`: the retry handled it as one.
+//
+// Event names: on_retry; on_circuit_opened, on_circuit_closed,
+// on_circuit_half_opened, on_circuit_isolated, on_circuit_disabled,
+// on_circuit_metrics_only, on_circuit_rejected; on_bulkhead_queue_full,
+// on_bulkhead_wait_expired; on_timeout, on_deadline (an expiry_event with
+// reason deadline_exceeded, from a timeout or deadline stage).
+//
+// Cost. Labels are resolved when a hook or stage is made (that takes the
+// registry's lock and may allocate); recording is then an index into
+// preallocated atomics: relaxed fetch_adds, no lock, no allocation, no
+// virtual call. Hooks are one pointer, so the std::function of a breaker's or
+// bulkhead's options keeps them without allocating. Making the same hook or
+// stage again reuses its series. A series appears in snapshots once it has
+// recorded something.
+//
+// Durations are read on the pipeline's clock (the stage takes it from
+// pipeline(...).clock(c) like every stage), before and after the op. The
+// stages add no suspension of their own and hand the op's outcome back
+// unchanged; a call whose frame is destroyed unresumed (its execution context
+// destroyed) records nothing. Bucket bounds are upper bounds, inclusive
+// (Prometheus `le`), fixed when the registry is made.
+//
+// Lifetime: the registry can be neither copied nor moved, and must outlive
+// every hook and stage made from it; asking a temporary for one does not
+// compile.
+#pragma once
+
+#include <resilience/breaker_state.hpp>
+#include <resilience/clock.hpp>
+#include <resilience/context.hpp>
+#include <resilience/detail/bounded_run.hpp>
+#include <resilience/error.hpp>
+#include <resilience/outcome.hpp>
+
+#include <boost/asio/awaitable.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace resilience {
+
+template <class T>
+struct retry_event;
+struct bulkhead_rejection;
+
+// How a call or an attempt ended: the `outcome` label.
+enum class call_outcome : std::uint8_t { success, error, exception, cancelled };
+inline constexpr std::size_t call_outcome_count = 4;
+const char* to_string(call_outcome o) noexcept;
+
+template <class T>
+call_outcome classify_outcome(const outcome<T>& o) noexcept {
+  if (o.cancelled()) return call_outcome::cancelled;
+  if (o.error().failed()) return call_outcome::error;
+  return o.has_exception() ? call_outcome::exception : call_outcome::success;
+}
+
+class metrics_options {
+ public:
+  static constexpr std::size_t max_buckets = 32;
+
+  // 15 buckets from 1 ms, doubling: 1 ms to 16.384 s.
+  metrics_options();
+
+  // `count` upper bounds: first, first × factor, first × factor², …
+  // first positive, factor above 1, count 1 to max_buckets, and consecutive
+  // bounds at least 1 ns apart and at most a day (so sums stay far from
+  // overflow). Throws std::invalid_argument naming the field.
+  metrics_options exponential_buckets(duration first, double factor, std::size_t count) const;
+  // Upper bounds given one by one: 1 to max_buckets of them, positive,
+  // strictly increasing, at most a day.
+  metrics_options buckets(std::initializer_list<duration> bounds) const;
+
+  std::span<const duration> bucket_bounds() const& noexcept { return {bounds_.data(), size_}; }
+  // The span would point into a temporary.
+  std::span<const duration> bucket_bounds() const&& = delete;
+
+ private:
+  std::array<duration, max_buckets> bounds_{};
+  std::size_t size_ = 0;
+};
+
+namespace detail {
+
+struct metric_counter {
+  std::atomic<std::uint64_t> value{0};
+  void add() noexcept { value.fetch_add(1, std::memory_order_relaxed); }
+};
+
+struct metric_histogram {
+  // Per bucket, not cumulative; the one past the last bound is +Inf.
+  std::array<std::atomic<std::uint64_t>, metrics_options::max_buckets + 1> counts{};
+  std::atomic<std::int64_t> sum_ns{0};
+};
+
+// The counters of one hook, by event: resolved when it was made.
+struct event_series {
+  static constexpr std::size_t max_events = 8;
+  std::array<metric_counter*, max_events> counters{};
+  void add(std::size_t event) const noexcept { counters[event]->add(); }
+};
+
+// The histograms of one stage, by attempt number slot and outcome.
+struct duration_series {
+  static constexpr std::uint32_t attempt_slots = 5;  // "1" to "4", "5+"
+  const duration* bounds = nullptr;
+  std::size_t bound_count = 0;
+  std::uint32_t slots = 1;  // 1 for a whole-call stage
+  std::array<metric_histogram*, attempt_slots * call_outcome_count> histograms{};
+
+  std::size_t slot_of(std::uint32_t attempt) const noexcept {
+    return slots == 1 ? 0 : std::min(std::max(attempt, 1u), slots) - 1;
+  }
+  void record(std::size_t slot, call_outcome o, duration d) const noexcept {
+    if (d < duration::zero()) d = duration::zero();
+    metric_histogram& h = *histograms[slot * call_outcome_count + static_cast<std::size_t>(o)];
+    const auto bucket = std::lower_bound(bounds, bounds + bound_count, d) - bounds;
+    h.counts[static_cast<std::size_t>(bucket)].fetch_add(1, std::memory_order_relaxed);
+    h.sum_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(), std::memory_order_relaxed);
+  }
+};
+
+template <class T>
+call_outcome value_outcome(const T& v) noexcept {
+  if constexpr (!std::is_void_v<T> && outcome_traits<T>::has_error_channel) {
+    const error_code ec = outcome_traits<T>::error(v);
+    if (!ec.failed()) return call_outcome::success;
+    return is_cancellation(ec) ? call_outcome::cancelled : call_outcome::error;
+  } else {
+    return call_outcome::success;
+  }
+}
+// From inside a catch block: error for a system_error (cancelled for its
+// cancellation codes), exception otherwise.
+call_outcome current_exception_outcome() noexcept;
+
+template <class T, class Executor, class Op, class Clock>
+boost::asio::awaitable<T, Executor> metered_call(Op op, const duration_series* series, Clock clock, context ctx) {
+  const std::size_t slot = series->slot_of(ctx.attempt);
+  const time_point start = clock.now();
+  try {
+    if constexpr (std::is_void_v<T>) {
+      co_await invoke_op(op, ctx);
+      series->record(slot, call_outcome::success, clock.now() - start);
+      co_return;
+    } else {
+      T value = co_await invoke_op(op, ctx);
+      series->record(slot, value_outcome(value), clock.now() - start);
+      co_return std::move(value);
+    }
+  } catch (...) {
+    series->record(slot, current_exception_outcome(), clock.now() - start);
+    throw;
+  }
+}
+
+}  // namespace detail
+
+class metrics;
+
+// on_retry hook: counts on_retry by the failed attempt's outcome.
+class retry_meter {
+ public:
+  template <class T>
+  void operator()(const retry_event<T>& e) const noexcept {
+    series_->add(e.result.has_exception() && !e.result.error().failed() ? 1 : 0);
+  }
+
+ private:
+  friend class metrics;
+  explicit retry_meter(const detail::event_series* s) noexcept : series_(s) {}
+  const detail::event_series* series_;
+};
+
+// A breaker's on_state_change and on_rejection hook, both at once.
+class breaker_meter {
+ public:
+  void operator()(const state_change& e) const noexcept { series_->add(static_cast<std::size_t>(e.to)); }
+  void operator()(const rejection&) const noexcept { series_->add(rejected); }
+
+ private:
+  friend class metrics;
+  static constexpr std::size_t rejected = 6;  // after the six states
+  explicit breaker_meter(const detail::event_series* s) noexcept : series_(s) {}
+  const detail::event_series* series_;
+};
+
+// A bulkhead's on_rejected hook, by reason.
+class bulkhead_meter {
+ public:
+  void operator()(const bulkhead_rejection& r) const noexcept;
+
+ private:
+  friend class metrics;
+  explicit bulkhead_meter(const detail::event_series* s) noexcept : series_(s) {}
+  const detail::event_series* series_;
+};
+
+// A timeout's on_timeout or a deadline stage's on_deadline hook, by reason.
+class expiry_meter {
+ public:
+  void operator()(const expiry_event& e) const noexcept { series_->add(e.reason == error::timeout ? 0 : 1); }
+
+ private:
+  friend class metrics;
+  explicit expiry_meter(const detail::event_series* s) noexcept : series_(s) {}
+  const detail::event_series* series_;
+};
+
+// Records each call's duration and outcome; a stage of any pipeline. Cheap
+// to copy (a pointer and the clock).
+template <resilience::clock Clock = steady_clock>
+class basic_metered_stage {
+ public:
+  // Adds no wait of its own: a deadline stage outside needs no timer for it.
+  static constexpr bool respects_deadline = true;
+  using clock_type = Clock;
+
+  template <resilience::clock K>
+  basic_metered_stage<K> clock(K k) const {
+    return basic_metered_stage<K>(series_, std::move(k));
+  }
+  const Clock& clock() const noexcept { return clock_; }
+
+  // The frame keeps a copy of the clock: only the registry must outlive it.
+  template <awaitable_op Op>
+  auto run(Op op, const context& parent = {}) const {
+    return detail::metered_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), series_, clock_,
+                                                                                  parent);
+  }
+  template <awaitable_op Op>
+  auto operator()(Op op, const context& parent = {}) const {
+    return run(std::move(op), parent);
+  }
+
+ private:
+  friend class metrics;
+  template <resilience::clock>
+  friend class basic_metered_stage;
+  basic_metered_stage(const detail::duration_series* s, Clock k) : series_(s), clock_(std::move(k)) {}
+
+  const detail::duration_series* series_;
+  [[no_unique_address]] Clock clock_;
+};
+
+using metered_stage = basic_metered_stage<>;
+
+// What a registry holds at one moment, for writers (prometheus.hpp) and tests.
+enum class metric_kind : std::uint8_t { counter, histogram };
+
+struct metric_sample {
+  std::vector<std::pair<std::string, std::string>> labels;  // in the family's label order
+  std::uint64_t count = 0;  // a counter's value; a histogram's observations
+  duration sum{};           // histograms
+  std::vector<std::uint64_t> cumulative;  // histograms: observations <= each bound, then +Inf
+};
+
+struct metric_family {
+  std::string name;  // OpenTelemetry's, with dots
+  std::string unit;  // "s" for durations, "" for counts
+  std::string help;
+  metric_kind kind;
+  std::vector<metric_sample> samples;  // sorted by label values
+};
+
+struct metrics_snapshot {
+  std::vector<duration> bounds;
+  std::vector<metric_family> families;  // sorted by name; families without samples left out
+};
+
+class metrics {
+ public:
+  explicit metrics(metrics_options options = {});
+  ~metrics();
+  metrics(const metrics&) = delete;
+  metrics& operator=(const metrics&) = delete;
+
+  // Hooks and stages for one pipeline (`pipeline` names it) and, for hooks,
+  // one strategy in it. Names must not be empty: std::invalid_argument. The
+  // registry must outlive what they return.
+  retry_meter retry_events(std::string_view pipeline, std::string_view strategy) &;
+  breaker_meter breaker_events(std::string_view pipeline, std::string_view strategy) &;
+  bulkhead_meter bulkhead_events(std::string_view pipeline, std::string_view strategy) &;
+  expiry_meter timeout_events(std::string_view pipeline, std::string_view strategy) &;
+  // resilience.pipeline.duration: put it outermost.
+  metered_stage stage(std::string_view pipeline) &;
+  // resilience.strategy.attempt.duration: put it inside the retry stage.
+  metered_stage attempt_stage(std::string_view pipeline) &;
+
+  // A temporary registry would be gone before the first event.
+  retry_meter retry_events(std::string_view, std::string_view) && = delete;
+  breaker_meter breaker_events(std::string_view, std::string_view) && = delete;
+  bulkhead_meter bulkhead_events(std::string_view, std::string_view) && = delete;
+  expiry_meter timeout_events(std::string_view, std::string_view) && = delete;
+  metered_stage stage(std::string_view) && = delete;
+  metered_stage attempt_stage(std::string_view) && = delete;
+
+  // Every series that has recorded something. Takes the lock that
+  // registration takes, never one that recording takes; counts recorded
+  // meanwhile may or may not be in it.
+  metrics_snapshot snapshot() const;
+  const metrics_options& options() const noexcept { return options_; }
+
+ private:
+  struct registry;
+  const detail::event_series* events(int kind, std::string_view pipeline, std::string_view strategy,
+                                     const char* who);
+  const detail::duration_series* durations(bool per_attempt, std::string_view pipeline, const char* who);
+
+  metrics_options options_;
+  std::unique_ptr<registry> registry_;
+};
+
+}  // namespace resilience

@@ -1,0 +1,263 @@
+#include <resilience/bulkhead.hpp>
+#include <resilience/metrics.hpp>
+
+#include <boost/system/system_error.hpp>
+
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <tuple>
+
+namespace resilience {
+
+namespace {
+
+constexpr duration longest_bound = std::chrono::hours(24);
+
+// What each kind of hook counts, by event index.
+enum hook_kind : int { retry_hook, breaker_hook, bulkhead_hook, expiry_hook_kind, hook_kinds };
+
+struct event_label {
+  const char* event;
+  const char* outcome;
+};
+constexpr event_label retry_labels[] = {{"on_retry", "error"}, {"on_retry", "exception"}};
+// Indexed by circuit_state, then the rejection.
+constexpr event_label breaker_labels[] = {
+    {"on_circuit_closed", "none"},   {"on_circuit_opened", "none"},   {"on_circuit_half_opened", "none"},
+    {"on_circuit_isolated", "none"}, {"on_circuit_disabled", "none"}, {"on_circuit_metrics_only", "none"},
+    {"on_circuit_rejected", "error"}};
+constexpr event_label bulkhead_labels[] = {{"on_bulkhead_queue_full", "error"}, {"on_bulkhead_wait_expired", "error"}};
+constexpr event_label expiry_labels[] = {{"on_timeout", "error"}, {"on_deadline", "error"}};
+
+std::span<const event_label> labels_of(int kind) {
+  switch (kind) {
+    case retry_hook: return retry_labels;
+    case breaker_hook: return breaker_labels;
+    case bulkhead_hook: return bulkhead_labels;
+    default: return expiry_labels;
+  }
+}
+
+void check_name(std::string_view name, const char* who, const char* field) {
+  if (name.empty()) throw std::invalid_argument(std::string("metrics::") + who + ": " + field + " must not be empty");
+}
+
+}  // namespace
+
+const char* to_string(call_outcome o) noexcept {
+  switch (o) {
+    case call_outcome::success: return "success";
+    case call_outcome::error: return "error";
+    case call_outcome::exception: return "exception";
+    case call_outcome::cancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+metrics_options::metrics_options() { *this = exponential_buckets(std::chrono::milliseconds(1), 2.0, 15); }
+
+metrics_options metrics_options::exponential_buckets(duration first, double factor, std::size_t count) const {
+  const char* field = "metrics_options::exponential_buckets";
+  if (first <= duration::zero()) throw std::invalid_argument(std::string(field) + ": first must be positive");
+  if (!(factor > 1.0) || !std::isfinite(factor))
+    throw std::invalid_argument(std::string(field) + ": factor must be a finite number above 1");
+  if (count < 1 || count > max_buckets)
+    throw std::invalid_argument(std::string(field) + ": count must be in [1, 32]");
+  metrics_options o = *this;
+  double bound = static_cast<double>(first.count());
+  for (std::size_t i = 0; i < count; ++i, bound *= factor) {
+    if (bound > static_cast<double>(longest_bound.count()))
+      throw std::invalid_argument(std::string(field) + ": the last bound must be at most 24 h");
+    o.bounds_[i] = duration(static_cast<duration::rep>(std::llround(bound)));
+    if (i > 0 && o.bounds_[i] <= o.bounds_[i - 1])
+      throw std::invalid_argument(std::string(field) + ": factor too small for first: two bounds round to one");
+  }
+  o.size_ = count;
+  return o;
+}
+
+metrics_options metrics_options::buckets(std::initializer_list<duration> bounds) const {
+  const char* field = "metrics_options::buckets";
+  if (bounds.size() < 1 || bounds.size() > max_buckets)
+    throw std::invalid_argument(std::string(field) + ": give 1 to 32 bounds");
+  metrics_options o = *this;
+  std::size_t i = 0;
+  for (const duration b : bounds) {
+    if (b <= duration::zero()) throw std::invalid_argument(std::string(field) + ": bounds must be positive");
+    if (b > longest_bound) throw std::invalid_argument(std::string(field) + ": bounds must be at most 24 h");
+    if (i > 0 && b <= o.bounds_[i - 1])
+      throw std::invalid_argument(std::string(field) + ": bounds must be strictly increasing");
+    o.bounds_[i++] = b;
+  }
+  o.size_ = i;
+  return o;
+}
+
+void bulkhead_meter::operator()(const bulkhead_rejection& r) const noexcept {
+  series_->add(r.reason == bulkhead_reject_reason::queue_full ? 0 : 1);
+}
+
+namespace detail {
+
+call_outcome current_exception_outcome() noexcept {
+  try {
+    throw;
+  } catch (const boost::system::system_error& e) {
+    return is_cancellation(e.code()) ? call_outcome::cancelled : call_outcome::error;
+  } catch (...) {
+    return call_outcome::exception;
+  }
+}
+
+}  // namespace detail
+
+// Series live in maps of unique_ptr: their addresses, which hooks and stages
+// keep, never move. Keys are the label values in the family's label order,
+// so iterating a map gives the sorted order writers need.
+struct metrics::registry {
+  using event_key = std::array<std::string, 4>;     // pipeline, strategy, event, outcome
+  using attempt_key = std::array<std::string, 3>;   // pipeline, attempt number, outcome
+  using pipeline_key = std::array<std::string, 2>;  // pipeline, outcome
+
+  std::mutex mutex;
+  std::map<event_key, std::unique_ptr<detail::metric_counter>> events;
+  std::map<attempt_key, std::unique_ptr<detail::metric_histogram>> attempts;
+  std::map<pipeline_key, std::unique_ptr<detail::metric_histogram>> pipelines;
+  std::map<std::tuple<int, std::string, std::string>, std::unique_ptr<detail::event_series>> hooks;
+  std::map<std::tuple<bool, std::string>, std::unique_ptr<detail::duration_series>> stages;
+
+  template <class Map, class Key>
+  static auto* cell(Map& map, Key key) {
+    auto& slot = map[std::move(key)];
+    if (!slot) slot = std::make_unique<typename std::remove_cvref_t<decltype(slot)>::element_type>();
+    return slot.get();
+  }
+};
+
+metrics::metrics(metrics_options options) : options_(options), registry_(std::make_unique<registry>()) {}
+metrics::~metrics() = default;
+
+const detail::event_series* metrics::events(int kind, std::string_view pipeline, std::string_view strategy,
+                                            const char* who) {
+  check_name(pipeline, who, "pipeline");
+  check_name(strategy, who, "strategy");
+  std::lock_guard lock(registry_->mutex);
+  auto& series = registry_->hooks[{kind, std::string(pipeline), std::string(strategy)}];
+  if (!series) {
+    auto s = std::make_unique<detail::event_series>();
+    const auto labels = labels_of(kind);
+    for (std::size_t i = 0; i < labels.size(); ++i)
+      s->counters[i] = registry::cell(registry_->events, registry::event_key{std::string(pipeline), std::string(strategy),
+                                                                            labels[i].event, labels[i].outcome});
+    series = std::move(s);
+  }
+  return series.get();
+}
+
+const detail::duration_series* metrics::durations(bool per_attempt, std::string_view pipeline, const char* who) {
+  check_name(pipeline, who, "pipeline");
+  std::lock_guard lock(registry_->mutex);
+  auto& series = registry_->stages[{per_attempt, std::string(pipeline)}];
+  if (!series) {
+    auto s = std::make_unique<detail::duration_series>();
+    const auto bounds = options_.bucket_bounds();
+    s->bounds = bounds.data();
+    s->bound_count = bounds.size();
+    s->slots = per_attempt ? detail::duration_series::attempt_slots : 1;
+    for (std::uint32_t slot = 0; slot < s->slots; ++slot) {
+      for (std::size_t o = 0; o < call_outcome_count; ++o) {
+        const std::string outcome = to_string(static_cast<call_outcome>(o));
+        auto& h = s->histograms[slot * call_outcome_count + o];
+        if (per_attempt) {
+          std::string number = std::to_string(slot + 1);
+          if (slot + 1 == detail::duration_series::attempt_slots) number += '+';
+          h = registry::cell(registry_->attempts, registry::attempt_key{std::string(pipeline), number, outcome});
+        } else {
+          h = registry::cell(registry_->pipelines, registry::pipeline_key{std::string(pipeline), outcome});
+        }
+      }
+    }
+    series = std::move(s);
+  }
+  return series.get();
+}
+
+retry_meter metrics::retry_events(std::string_view pipeline, std::string_view strategy) & {
+  return retry_meter(events(retry_hook, pipeline, strategy, "retry_events"));
+}
+breaker_meter metrics::breaker_events(std::string_view pipeline, std::string_view strategy) & {
+  return breaker_meter(events(breaker_hook, pipeline, strategy, "breaker_events"));
+}
+bulkhead_meter metrics::bulkhead_events(std::string_view pipeline, std::string_view strategy) & {
+  return bulkhead_meter(events(bulkhead_hook, pipeline, strategy, "bulkhead_events"));
+}
+expiry_meter metrics::timeout_events(std::string_view pipeline, std::string_view strategy) & {
+  return expiry_meter(events(expiry_hook_kind, pipeline, strategy, "timeout_events"));
+}
+metered_stage metrics::stage(std::string_view pipeline) & {
+  return metered_stage(durations(false, pipeline, "stage"), steady_clock{});
+}
+metered_stage metrics::attempt_stage(std::string_view pipeline) & {
+  return metered_stage(durations(true, pipeline, "attempt_stage"), steady_clock{});
+}
+
+namespace {
+
+template <class Key>
+std::vector<std::pair<std::string, std::string>> label_pairs(std::initializer_list<const char*> names, const Key& key) {
+  std::vector<std::pair<std::string, std::string>> labels;
+  std::size_t i = 0;
+  for (const char* n : names) labels.emplace_back(n, key[i++]);
+  return labels;
+}
+
+template <class Map>
+metric_family histogram_family(const Map& map, std::string name, std::string help,
+                               std::initializer_list<const char*> label_names, std::size_t bound_count) {
+  metric_family f{std::move(name), "s", std::move(help), metric_kind::histogram, {}};
+  for (const auto& [key, h] : map) {
+    metric_sample s;
+    std::uint64_t running = 0;
+    for (std::size_t b = 0; b <= bound_count; ++b) {
+      running += h->counts[b].load(std::memory_order_relaxed);
+      s.cumulative.push_back(running);
+    }
+    if (running == 0) continue;
+    s.labels = label_pairs(label_names, key);
+    s.count = running;  // the sum of the buckets, so the two always agree
+    s.sum = std::chrono::nanoseconds(h->sum_ns.load(std::memory_order_relaxed));
+    f.samples.push_back(std::move(s));
+  }
+  return f;
+}
+
+}  // namespace
+
+metrics_snapshot metrics::snapshot() const {
+  metrics_snapshot snap;
+  const auto bounds = options_.bucket_bounds();
+  snap.bounds.assign(bounds.begin(), bounds.end());
+  std::lock_guard lock(registry_->mutex);
+  // In name order.
+  snap.families.push_back(histogram_family(registry_->pipelines, "resilience.pipeline.duration",
+                                           "Duration of calls through a resilience pipeline.",
+                                           {"pipeline.name", "outcome"}, bounds.size()));
+  snap.families.push_back(histogram_family(registry_->attempts, "resilience.strategy.attempt.duration",
+                                           "Duration of each attempt inside a resilience pipeline.",
+                                           {"pipeline.name", "attempt.number", "outcome"}, bounds.size()));
+  metric_family events{"resilience.strategy.events", "", "Events reported by resilience strategies.",
+                       metric_kind::counter, {}};
+  for (const auto& [key, c] : registry_->events) {
+    const std::uint64_t v = c->value.load(std::memory_order_relaxed);
+    if (v == 0) continue;
+    events.samples.push_back(
+        metric_sample{label_pairs({"pipeline.name", "strategy.name", "event.name", "outcome"}, key), v, {}, {}});
+  }
+  snap.families.push_back(std::move(events));
+  std::erase_if(snap.families, [](const metric_family& f) { return f.samples.empty(); });
+  return snap;
+}
+
+}  // namespace resilience
