@@ -12,6 +12,7 @@
 #pragma once
 
 #include <resilience/context.hpp>
+#include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
 
 #include <algorithm>
@@ -46,14 +47,18 @@ bool classify(const C& c, const outcome<T>& o, const context& ctx) {
 
 }  // namespace detail
 
-// Any failure except a cancellation: retry's default for "transient" and
-// the circuit breaker's default for "counts as a failure".
+// Any failure except a cancellation and an adaptive throttle's local
+// rejection (error::throttled): retry's default for "transient" and the
+// circuit breaker's default for "counts as a failure". A throttled call never
+// left the client: retrying it at once adds to the load the throttle sheds,
+// and it says nothing new about the dependency.
 struct any_failure {
   static constexpr bool ignores_successes = true;
 
   template <class T>
   bool operator()(const outcome<T>& o) const noexcept {
-    return o.failed() && !o.cancelled();
+    if (!o.failed() || o.cancelled()) return false;
+    return o.error() != error::throttled;
   }
 };
 

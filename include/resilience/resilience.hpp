@@ -4,6 +4,7 @@
 //   int v = co_await resilience::co_retry(op, resilience::retry_policy{}.max_attempts(4));
 #pragma once
 
+#include <resilience/adaptive_throttle.hpp>
 #include <resilience/adaptive_timeout.hpp>
 #include <resilience/any_pipeline.hpp>
 #include <resilience/backoff.hpp>

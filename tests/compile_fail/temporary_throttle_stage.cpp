@@ -1,0 +1,14 @@
+// expect: deleted
+// A throttle's stage refers to the throttle: taken from a temporary it
+// would dangle at once.
+#include <resilience/adaptive_throttle.hpp>
+
+void build() {
+#ifdef RESILIENCE_MISUSE
+  const auto stage = resilience::adaptive_throttle{}.stage();
+#else
+  static const resilience::adaptive_throttle throttle;
+  const auto stage = throttle.stage();
+#endif
+  (void)stage;
+}
