@@ -10,12 +10,14 @@
 #include <resilience/backoff.hpp>
 #include <resilience/breaker_registry.hpp>
 #include <resilience/bulkhead.hpp>
+#include <resilience/chaos.hpp>
 #include <resilience/circuit_breaker.hpp>
 #include <resilience/classifier.hpp>
 #include <resilience/clock.hpp>
 #include <resilience/context.hpp>
 #include <resilience/deadline.hpp>
 #include <resilience/error.hpp>
+#include <resilience/fallback.hpp>
 #include <resilience/metrics.hpp>
 #include <resilience/outcome.hpp>
 #include <resilience/pipeline.hpp>

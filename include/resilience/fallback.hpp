@@ -1,0 +1,257 @@
+// resilience/fallback.hpp — a substitute answer when a call fails.
+//
+//   // a fixed value:
+//   const auto cached_price = resilience::fallback_value(price{0});
+//   price p = co_await cached_price([&] { return quotes.async_price(id); });
+//   // another op, told what failed; it may run a pipeline of its own:
+//   const auto from_replica = resilience::fallback_to(
+//       [&](const resilience::outcome<price>& failed, const resilience::context& ctx) {
+//         return replica_call([&] { return replica.async_price(id); }, ctx);
+//       }).on_fallback([](const resilience::outcome<price>& o) { count_fallback(o.error()); });
+//   // as a stage, outermost so it sees what retries and timeouts gave up with:
+//   //   resilience::pipeline(from_replica, retry_policy, attempt_timeout)
+//
+// Which outcomes are replaced: those its classifier selects (handle_if), by
+// default every failure — an error in T's channel or an exception — except a
+// cancellation. A cancellation is never replaced, whatever the classifier
+// says: cancelling the caller is final, and the call then ends with
+// operation_aborted (in T's channel, or thrown as system_error when T has none).
+//
+// The fallback op is called with the failed outcome and the context, or with
+// either, or with nothing, and returns an awaitable of the same executor
+// whose value converts to T (void for T = void). Its own failure is the
+// call's result: nothing falls back twice. The failed outcome it is given
+// lives until it completes.
+//
+// on_fallback(hook) runs before the substitute is produced, with the
+// outcome it replaces (and the context, if the hook takes it). What a hook
+// or the fallback op throws becomes the call's outcome; a hook that cancels
+// the caller ends the call with operation_aborted, the fallback op not called.
+//
+// A stage is a value: copy it, share it between threads (its op and hooks
+// must then be safe to call concurrently). An lvalue stage is referenced by
+// its calls, a temporary one moved into the call.
+#pragma once
+
+#include <resilience/classifier.hpp>
+#include <resilience/context.hpp>
+#include <resilience/detail/bounded_run.hpp>
+#include <resilience/detail/sleep.hpp>
+#include <resilience/outcome.hpp>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/this_coro.hpp>
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace resilience {
+
+// The default on_fallback: nothing.
+struct no_fallback_hook {
+  template <class T>
+  void operator()(const outcome<T>&) const noexcept {}
+};
+
+namespace detail {
+
+// An empty std::function or a null function pointer given as a callable is a
+// mistake best caught where it enters.
+template <class F>
+void require_callable(const F& f, const char* what) {
+  if constexpr (std::is_pointer_v<F> || requires { f == nullptr; }) {
+    if (f == nullptr) throw std::invalid_argument(std::string(what) + ": must not be empty");
+  }
+}
+
+// What replaces a failure: a fixed value (none for void), or an op.
+template <class V>
+struct fallback_constant {
+  V value;
+};
+template <>
+struct fallback_constant<void> {};
+template <class F>
+struct fallback_op {
+  F op;
+};
+
+template <class T, class F>
+decltype(auto) invoke_fallback(const F& f, const outcome<T>& failed, const context& ctx) {
+  if constexpr (std::is_invocable_v<const F&, const outcome<T>&, const context&>) {
+    return f(failed, ctx);
+  } else if constexpr (std::is_invocable_v<const F&, const outcome<T>&>) {
+    return f(failed);
+  } else if constexpr (std::is_invocable_v<const F&, const context&>) {
+    return f(ctx);
+  } else {
+    static_assert(std::is_invocable_v<const F&>,
+                  "a fallback op is callable as (const resilience::outcome<T>&, const resilience::context&), "
+                  "(const resilience::outcome<T>&), (const resilience::context&) or (), T being the op's value type");
+    return f();
+  }
+}
+
+template <class T, class H>
+void notify_fallback(const H& hook, const outcome<T>& replaced, const context& ctx) {
+  if constexpr (std::is_invocable_v<const H&, const outcome<T>&, const context&>) {
+    hook(replaced, ctx);
+  } else {
+    static_assert(std::is_invocable_v<const H&, const outcome<T>&>,
+                  "on_fallback takes (const resilience::outcome<T>&) or "
+                  "(const resilience::outcome<T>&, const resilience::context&)");
+    hook(replaced);
+  }
+}
+
+template <class T, class Executor, class Op, class Stage>
+boost::asio::awaitable<T, Executor> fallback_call(Op op, const Stage* stage, context ctx) {
+  namespace asio = boost::asio;
+  using classifier = typename Stage::classifier_type;
+  std::optional<outcome<T>> first;
+  try {
+    if constexpr (std::is_void_v<T>) {
+      co_await invoke_op(op, ctx);
+      if constexpr (ignores_successes<classifier>) co_return;
+      first.emplace(outcome<T>::from_value({}));
+    } else {
+      T value = co_await invoke_op(op, ctx);
+      // The success path: no outcome built when the classifier never
+      // selects a success.
+      if constexpr (ignores_successes<classifier>) {
+        if (!outcome_traits<T>::error(value).failed()) co_return value;
+      }
+      first.emplace(outcome<T>::from_value(std::move(value)));
+    }
+  } catch (...) {
+    first.emplace(outcome<T>::from_current_exception());
+  }
+  // Cancellation is final: neither the caller's nor one the op reports is
+  // replaced, and the caller's wins over any other failure. The hook may
+  // cancel the caller too.
+  const auto cancellation = co_await asio::this_coro::cancellation_state;
+  const auto caller_cancelled = [&] { return cancellation.cancelled() != asio::cancellation_type::none; };
+  bool ends_cancelled = caller_cancelled();
+  if (!ends_cancelled) {
+    if (first->cancelled() || !classify(stage->classifier(), *first, ctx)) co_return std::move(*first).get();
+    notify_fallback(stage->hook(), *first, ctx);
+    ends_cancelled = caller_cancelled();
+  }
+  if (ends_cancelled) {
+    // Asio 1.81's co_spawn posts once after a coroutine that never
+    // suspended, and that post throws out of io_context::run once the caller
+    // is cancelled: yield first, with throwing off (as retry does).
+    const bool throws = co_await asio::this_coro::throw_if_cancelled();
+    co_await asio::this_coro::throw_if_cancelled(false);
+    co_await yield_once<Executor>();
+    co_await asio::this_coro::throw_if_cancelled(throws);
+    if (first->failed()) co_return outcome<T>::from_error(asio::error::operation_aborted).get();
+    co_return std::move(*first).get();  // a value the classifier selected: the work was done
+  }
+  const auto& action = stage->action();
+  if constexpr (requires { action.op; }) {
+    using A = std::remove_cvref_t<decltype(invoke_fallback(action.op, *first, ctx))>;
+    static_assert(is_asio_awaitable<A>, "a fallback op must return boost::asio::awaitable<U, Executor>");
+    using U = typename awaitable_parts<A>::value_type;
+    static_assert(std::is_same_v<typename awaitable_parts<A>::executor_type, Executor>,
+                  "a fallback op's awaitable must have the same executor type as the op it stands in for");
+    if constexpr (std::is_void_v<T>) {
+      static_assert(std::is_void_v<U>, "the fallback op of a void op must return awaitable<void>");
+      co_await invoke_fallback(action.op, *first, ctx);
+    } else {
+      static_assert(std::is_convertible_v<U, T>, "the fallback op's value must convert to the op's value type");
+      co_return T(co_await invoke_fallback(action.op, *first, ctx));
+    }
+  } else if constexpr (requires { action.value; }) {
+    static_assert(!std::is_void_v<T>, "fallback_value(v) stands in for an op with a value; use fallback_value() for void");
+    static_assert(std::is_constructible_v<T, const decltype(action.value)&>,
+                  "the fallback value must convert to the op's value type");
+    co_return T(action.value);
+  } else {
+    static_assert(std::is_void_v<T>, "fallback_value() without a value stands in for a void op only");
+    co_return;
+  }
+}
+
+}  // namespace detail
+
+template <class Action, class Classifier = any_failure, class Hook = no_fallback_hook>
+class basic_fallback {
+  template <class, class, class>
+  friend class basic_fallback;
+
+ public:
+  using classifier_type = Classifier;
+
+  explicit basic_fallback(Action action) : action_(std::move(action)) {}
+
+  // Which outcomes are replaced: a classifier of either shape (classifier.hpp).
+  // A cancellation never is.
+  template <class C>
+  basic_fallback<Action, C, Hook> handle_if(C c) const {
+    detail::require_callable(c, "fallback: handle_if");
+    return basic_fallback<Action, C, Hook>(action_, std::move(c), hook_);
+  }
+
+  // Called once per replaced outcome, before the substitute is produced.
+  template <class H>
+  basic_fallback<Action, Classifier, H> on_fallback(H h) const {
+    detail::require_callable(h, "fallback: on_fallback");
+    return basic_fallback<Action, Classifier, H>(action_, classifier_, std::move(h));
+  }
+
+  const Classifier& classifier() const noexcept { return classifier_; }
+  const Hook& hook() const noexcept { return hook_; }
+  const Action& action() const noexcept { return action_; }
+
+  // The stage interface. The awaitable refers to this stage, which must
+  // outlive it; a temporary stage is moved into the call instead.
+  template <awaitable_op Op>
+  auto run(Op op, const context& parent = {}) const& {
+    return detail::fallback_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), this, parent);
+  }
+  template <awaitable_op Op>
+  auto run(Op op, const context& parent = {}) && {
+    return detail::run_owning(std::move(*this), std::move(op), parent);
+  }
+  template <awaitable_op Op>
+  auto operator()(Op op, const context& parent = {}) const& {
+    return run(std::move(op), parent);
+  }
+  template <awaitable_op Op>
+  auto operator()(Op op, const context& parent = {}) && {
+    return std::move(*this).run(std::move(op), parent);
+  }
+
+ private:
+  basic_fallback(Action a, Classifier c, Hook h) : action_(std::move(a)), classifier_(std::move(c)), hook_(std::move(h)) {}
+
+  Action action_;
+  [[no_unique_address]] Classifier classifier_{};
+  [[no_unique_address]] Hook hook_{};
+};
+
+// A failure replaced by a copy of `value` (converted to the op's T).
+template <class V>
+basic_fallback<detail::fallback_constant<std::decay_t<V>>> fallback_value(V&& value) {
+  return basic_fallback<detail::fallback_constant<std::decay_t<V>>>({std::forward<V>(value)});
+}
+
+// For a void op: the failure is dropped, the call succeeds.
+inline basic_fallback<detail::fallback_constant<void>> fallback_value() {
+  return basic_fallback<detail::fallback_constant<void>>({});
+}
+
+// A failure replaced by what `op` returns (see the top of this header).
+template <class F>
+basic_fallback<detail::fallback_op<F>> fallback_to(F op) {
+  detail::require_callable(op, "fallback_to: op");
+  return basic_fallback<detail::fallback_op<F>>({std::move(op)});
+}
+
+}  // namespace resilience
