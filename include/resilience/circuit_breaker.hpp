@@ -188,7 +188,8 @@ inline breaker_permit admit(breaker_core& core) {
 
 }  // namespace detail
 
-// Default classifier: every failure counts, except a cancellation.
+// Default classifier: every failure counts, except a cancellation and a rate
+// limiter's rejection (the call reached no server).
 using breaker_any_failure = any_failure;
 
 namespace detail {

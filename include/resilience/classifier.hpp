@@ -47,18 +47,21 @@ bool classify(const C& c, const outcome<T>& o, const context& ctx) {
 
 }  // namespace detail
 
-// Any failure except a cancellation and an adaptive throttle's local
-// rejection (error::throttled): retry's default for "transient" and the
-// circuit breaker's default for "counts as a failure". A throttled call never
-// left the client: retrying it at once adds to the load the throttle sheds,
-// and it says nothing new about the dependency.
+// Any failure except a cancellation and a local rejection that reached no
+// server (error::throttled from an adaptive throttle, error::rate_limited
+// from a rate limiter): retry's default for "transient" and the circuit
+// breaker's default for "counts as a failure". Retrying such a call after a
+// blind backoff adds to the load being shed and only spends attempts, and it
+// says nothing of the dependency's health (see rate_limiter.hpp for retrying
+// on the limiter's own hint).
 struct any_failure {
   static constexpr bool ignores_successes = true;
 
   template <class T>
   bool operator()(const outcome<T>& o) const noexcept {
-    if (!o.failed() || o.cancelled()) return false;
-    return o.error() != error::throttled;
+    if (!o.failed()) return false;
+    const error_code ec = o.error();
+    return !is_cancellation(ec) && ec != error::throttled && ec != error::rate_limited;
   }
 };
 

@@ -25,5 +25,6 @@
 #include <resilience/properties.hpp>
 #include <resilience/retry_budget.hpp>
 #include <resilience/random.hpp>
+#include <resilience/rate_limiter.hpp>
 #include <resilience/retry.hpp>
 #include <resilience/timeout.hpp>
