@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 #include <type_traits>
 #include <utility>
 
@@ -134,6 +135,30 @@ class properties {
   }
   bool empty() const noexcept { return size() == 0; }
 
+  // Replaces these properties with copies of `other`'s (a hedge's own set,
+  // see hedging.hpp). Throws std::invalid_argument, leaving these empty, when
+  // a value's type cannot be copied.
+  void copy_from(const properties& other) {
+    if (this == &other) return;
+    clear();
+    inline_ = other.inline_;
+    node** tail = &heap_;
+    for (const node* h = other.heap_; h; h = h->next) {
+      if (!h->clone) {
+        clear();
+        throw std::invalid_argument("properties::copy_from: a value's type cannot be copied");
+      }
+      *tail = h->clone(h);
+      tail = &(*tail)->next;
+    }
+  }
+
+  // Exchanges the contents of two sets; allocates nothing.
+  void swap(properties& other) noexcept {
+    std::swap(inline_, other.inline_);
+    std::swap(heap_, other.heap_);
+  }
+
   void clear() noexcept {
     for (slot& s : inline_) s.key = nullptr;
     while (heap_) {
@@ -156,12 +181,23 @@ class properties {
     const void* key;
     node* next;
     void (*destroy)(node*) noexcept;
+    node* (*clone)(const node*);  // null when the value cannot be copied
   };
   template <class T>
   struct typed_node : node {
     template <class V>
-    typed_node(const void* k, node* n, V&& v) : node{k, n, &destroy_typed}, value(std::forward<V>(v)) {}
+    typed_node(const void* k, node* n, V&& v)
+        : node{k, n, &destroy_typed, clone_fn()}, value(std::forward<V>(v)) {}
     static void destroy_typed(node* n) noexcept { delete static_cast<typed_node*>(n); }
+    static node* (*clone_fn())(const node*) {
+      if constexpr (std::is_copy_constructible_v<T>) {
+        return [](const node* n) -> node* {
+          return new typed_node(n->key, nullptr, static_cast<const typed_node*>(n)->value);
+        };
+      } else {
+        return nullptr;
+      }
+    }
     T value;
   };
 

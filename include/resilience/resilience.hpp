@@ -18,6 +18,7 @@
 #include <resilience/deadline.hpp>
 #include <resilience/error.hpp>
 #include <resilience/fallback.hpp>
+#include <resilience/hedging.hpp>
 #include <resilience/metrics.hpp>
 #include <resilience/outcome.hpp>
 #include <resilience/pipeline.hpp>

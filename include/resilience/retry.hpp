@@ -202,9 +202,6 @@ struct budget_ref {
   void* budget = nullptr;
   void (*record_fn)(void*, bool, bool) noexcept = nullptr;
   bool (*try_retry_fn)(void*) noexcept = nullptr;
-  // What a refusal does besides ending the call (see the policy's setters).
-  std::function<void(const budget_refusal&)> on_refused;
-  bool refusal_is_error = false;
 
   void record(bool transient_failure, bool first_attempt) const noexcept {
     if (budget) record_fn(budget, transient_failure, first_attempt);
@@ -344,9 +341,9 @@ class basic_retry_policy {
     }
   {
     auto p = *this;
-    p.budget_.budget = &budget;
-    p.budget_.record_fn = [](void* b, bool failed, bool first) noexcept { static_cast<B*>(b)->record(failed, first); };
-    p.budget_.try_retry_fn = [](void* b) noexcept -> bool { return static_cast<B*>(b)->try_retry(); };
+    p.budget_ = {&budget,
+                 [](void* b, bool failed, bool first) noexcept { static_cast<B*>(b)->record(failed, first); },
+                 [](void* b) noexcept -> bool { return static_cast<B*>(b)->try_retry(); }};
     return p;
   }
   // Called when the budget refuses a retry, on the calling coroutine's
@@ -354,7 +351,7 @@ class basic_retry_policy {
   // call's outcome.
   basic_retry_policy on_budget_refused(std::function<void(const budget_refusal&)> f) const {
     auto p = *this;
-    p.budget_.on_refused = std::move(f);
+    p.on_budget_refused_ = std::move(f);
     return p;
   }
   // A refused retry ends the call with error::retry_budget_exhausted rather
@@ -362,7 +359,7 @@ class basic_retry_policy {
   // breaker's classifier) can tell "the budget stopped it" from the failure.
   basic_retry_policy budget_refusal_as_error(bool yes = true) const {
     auto p = *this;
-    p.budget_.refusal_is_error = yes;
+    p.budget_refusal_is_error_ = yes;
     return p;
   }
 
@@ -424,11 +421,12 @@ class basic_retry_policy {
   // Called by retry_loop when the budget refuses a retry.
   template <class T>
   void notify_budget_refused(std::uint32_t attempt, const outcome<T>& last) const {
-    if (!logger_ && !budget_.on_refused) return;
+    if (!logger_ && !on_budget_refused_) return;
     const std::string failure = detail::describe_outcome(last);
     if (logger_) logger_(detail::format_budget_line(attempt, options_.max_attempts, failure));
-    if (budget_.on_refused) budget_.on_refused(budget_refusal{attempt, options_.max_attempts, failure});
+    if (on_budget_refused_) on_budget_refused_(budget_refusal{attempt, options_.max_attempts, failure});
   }
+  bool budget_refusal_is_error() const noexcept { return budget_refusal_is_error_; }
 
   // Called by retry_loop, once per retry.
   template <class T>
@@ -452,6 +450,8 @@ class basic_retry_policy {
     basic_retry_policy<C, H, K, D> p(options_, random_, logger_, retries_open_circuit_, std::move(c), std::move(h),
                                      std::move(k), std::move(d));
     p.budget_ = budget_;
+    p.on_budget_refused_ = on_budget_refused_;
+    p.budget_refusal_is_error_ = budget_refusal_is_error_;
     return p;
   }
 
@@ -460,6 +460,8 @@ class basic_retry_policy {
   logger_type logger_;
   bool retries_open_circuit_ = false;
   detail::budget_ref budget_;
+  std::function<void(const budget_refusal&)> on_budget_refused_;
+  bool budget_refusal_is_error_ = false;
   [[no_unique_address]] Classifier classifier_{};
   [[no_unique_address]] OnRetry on_retry_{};
   [[no_unique_address]] Clock clock_{};
@@ -571,7 +573,7 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
     // that would have happened.
     if (!policy.budget().allows_retry()) {
       policy.notify_budget_refused(ctx.attempt, *last);
-      if (policy.budget().refusal_is_error) last.emplace(outcome<T>::from_error(error::retry_budget_exhausted));
+      if (policy.budget_refusal_is_error()) last.emplace(outcome<T>::from_error(error::retry_budget_exhausted));
       break;
     }
     policy.notify_retry(retry_event<T>{ctx.attempt, options.max_attempts, *last, next.nominal, next.actual});

@@ -1,0 +1,690 @@
+// resilience/hedging.hpp — more than one attempt in flight, the first answer wins.
+//
+//   using namespace std::chrono_literals;
+//   const auto hedged = resilience::hedging_policy{}
+//                           .max_attempts(3)       // the first call and up to 2 hedges
+//                           .delay(40ms)           // a hedge when no answer came for 40 ms (about the p95)
+//                           .non_fatal_if(resilience::retry_on_errors{boost::asio::error::connection_reset});
+//   auto row = co_await hedged([&](const resilience::context& ctx) { return db.async_query(sql); });
+//   // as a stage: resilience::pipeline(resilience::deadline_stage(1s), hedged, resilience::timeout(300ms))
+//
+// gRFC A6 hedging. The op starts; each time delay() passes without an
+// outcome that ends the call, one more attempt starts beside the running
+// ones, up to max_attempts() in all (delay 0: all of them at once). The
+// first outcome that is not a non-fatal failure ends the call: a success, or
+// a failure the classifier does not call non-fatal (a cancellation of the
+// op's own is never non-fatal). A non-fatal failure starts the next hedge at
+// once, not after the delay; when every attempt failed non-fatally the call
+// ends with the last failure. The attempts still running are then cancelled
+// (terminal cancellation) and waited for before the call returns: nothing is
+// left behind, and every attempt completes exactly once.
+//
+// Each attempt gets its own context: `attempt` is its number (1 for the
+// first), `max_attempts` the policy's. With properties attached (context::with),
+// each attempt marks its own copy of them, taken when the call starts; the
+// copy of the attempt whose outcome the call returns replaces the caller's at
+// the end. The value types of such properties must be copyable.
+//
+// No hedge starts:
+//   - at or after the context's deadline. The call itself is not ended at the
+//     deadline here: put a deadline stage outside (it cancels the attempts,
+//     and the call ends with deadline_exceeded);
+//   - when the retry budget refuses it (budget(b), retry_budget.hpp): asked
+//     before each hedge, told the outcome of each attempt not cancelled; a
+//     refusal ends hedging for the call, the attempts running go on;
+//   - when the delay generator says stop(). It is asked, like retry's, after
+//     each non-fatal failure, with that outcome and the attempt's context:
+//     backoff() starts the next hedge at once, after(d) and at_least(d) start
+//     it d from now (a server's pushback, gRFC A6's grpc-retry-pushback-ms;
+//     jitter is not applied), stop() starts none any more. The hedges after
+//     it follow delay() from there.
+//
+// Cancellation of the awaiting coroutine cancels every running attempt and
+// ends the call, once all of them have completed, with operation_aborted (in
+// T's error channel, or thrown as system_error when T has none).
+//
+// Events: on_hedge before each hedge starts (its number, the time since the
+// call began), on_settled once at the end (the attempt whose outcome the
+// call returns, 0 if none; attempts started; time taken). What a hook or the
+// delay generator throws ends the call with that exception, the running
+// attempts cancelled and awaited first.
+//
+// A first attempt that answers before the delay costs about what a timeout
+// stage does: the attempt runs as a child (co_spawn) and the hedge's time is a
+// node in the context's shared timer queue, armed only if the attempt is
+// still running once co_spawn has run it up to its first suspension. The
+// attempts and the hedge timer run on the caller's executor; on a
+// multi-threaded io_context, call from a strand.
+#pragma once
+
+#include <resilience/classifier.hpp>
+#include <resilience/clock.hpp>
+#include <resilience/context.hpp>
+#include <resilience/detail/bounded_run.hpp>
+#include <resilience/detail/parked_joins.hpp>
+#include <resilience/detail/timer_queue.hpp>
+#include <resilience/error.hpp>
+#include <resilience/outcome.hpp>
+#include <resilience/properties.hpp>
+#include <resilience/retry.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <array>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+namespace resilience {
+
+// Before a hedge starts.
+struct hedge_event {
+  std::uint32_t attempt;  // the hedge's number: 2 for the first hedge
+  duration elapsed;       // since the call began
+};
+
+// Once per call, as it ends.
+struct hedge_summary {
+  std::uint32_t winner;   // the attempt whose outcome the call returns; 0 if none (cancelled, a hook threw)
+  std::uint32_t started;  // attempts started, the first included
+  duration elapsed;
+};
+
+// gRFC A6's own cap. More attempts at once would multiply a dependency's
+// load for little gain, and each one's state is kept in the call's frame,
+// which must stay small enough for Asio to recycle it.
+inline constexpr std::uint32_t max_hedged_attempts = 5;
+
+namespace detail {
+template <class T, class Executor, class Op, class Policy>
+boost::asio::awaitable<T, Executor> hedged_call(Op op, const Policy* policy, context ctx);
+template <class T, class Executor, class Op, class Policy>
+boost::asio::awaitable<T, Executor> hedged_call_owning(Op op, Policy policy, context ctx) {
+  co_return co_await hedged_call<T, Executor>(std::move(op), &policy, ctx);
+}
+}  // namespace detail
+
+template <class Classifier = any_failure, class Clock = steady_clock, class Delay = backoff_delay>
+class basic_hedging_policy {
+  template <class, class, class>
+  friend class basic_hedging_policy;
+
+ public:
+  using classifier_type = Classifier;
+  using clock_type = Clock;
+  using delay_generator_type = Delay;
+  using hedge_hook = std::function<void(const hedge_event&)>;
+  using settled_hook = std::function<void(const hedge_summary&)>;
+
+  // For pipeline(): no hedge starts past the context's deadline.
+  static constexpr bool respects_deadline = true;
+
+  basic_hedging_policy() = default;
+
+  // Attempts in all, the first included: 1 (no hedging) to
+  // max_hedged_attempts (5); 2 by default.
+  basic_hedging_policy max_attempts(std::uint32_t n) const {
+    if (n < 1 || n > max_hedged_attempts)
+      throw std::invalid_argument("hedging_policy::max_attempts: must be in [1, 5]");
+    auto p = *this;
+    p.max_attempts_ = n;
+    return p;
+  }
+  // Time without a final outcome before the next hedge starts: 0 (every
+  // attempt at once) or more; 100 ms by default.
+  basic_hedging_policy delay(duration d) const {
+    if (d < duration::zero()) throw std::invalid_argument("hedging_policy::delay: must not be negative");
+    auto p = *this;
+    p.delay_ = d;
+    return p;
+  }
+  // Which failures are non-fatal (gRFC A6's nonFatalStatusCodes): a
+  // classifier over `const outcome<T>&` (and the attempt's context).
+  // Default: any failure but a cancellation.
+  template <class C>
+  basic_hedging_policy<C, Clock, Delay> non_fatal_if(C c) const {
+    return rebind<C, Clock, Delay>(std::move(c), clock_, delay_gen_);
+  }
+  // After a non-fatal failure: `f(const outcome<T>&, const context&)`
+  // returns a retry_delay (see the top of this header).
+  template <class F>
+  basic_hedging_policy<Classifier, Clock, F> delay_generator(F f) const {
+    return rebind<Classifier, Clock, F>(classifier_, clock_, std::move(f));
+  }
+  template <resilience::clock K>
+  basic_hedging_policy<Classifier, K, Delay> clock(K k) const {
+    return rebind<Classifier, K, Delay>(classifier_, std::move(k), delay_gen_);
+  }
+  // Asked before each hedge, told each attempt's outcome (retry_budget.hpp).
+  // Shared: it must outlive the policy.
+  template <class B>
+  basic_hedging_policy budget(B& budget) const
+    requires requires(B& b) {
+      b.record(true, true);
+      { b.try_retry() } -> std::convertible_to<bool>;
+    }
+  {
+    auto p = *this;
+    p.budget_ = {&budget,
+                 [](void* b, bool failed, bool first) noexcept { static_cast<B*>(b)->record(failed, first); },
+                 [](void* b) noexcept -> bool { return static_cast<B*>(b)->try_retry(); }};
+    return p;
+  }
+  // The policy refers to the budget: a temporary one would be gone.
+  template <class B>
+  basic_hedging_policy budget(B&& budget) const
+    requires(!std::is_lvalue_reference_v<B>)
+  = delete;
+
+  // Run on the caller's executor; with a shared policy they must be
+  // thread-safe.
+  basic_hedging_policy on_hedge(hedge_hook h) const {
+    auto p = *this;
+    p.on_hedge_ = std::move(h);
+    return p;
+  }
+  basic_hedging_policy on_settled(settled_hook h) const {
+    auto p = *this;
+    p.on_settled_ = std::move(h);
+    return p;
+  }
+
+  std::uint32_t max_attempts() const noexcept { return max_attempts_; }
+  duration delay() const noexcept { return delay_; }
+  const Classifier& classifier() const noexcept { return classifier_; }
+  const Clock& clock() const noexcept { return clock_; }
+  const Delay& delay_generator() const noexcept { return delay_gen_; }
+  const detail::budget_ref& budget() const noexcept { return budget_; }
+  const hedge_hook& on_hedge() const noexcept { return on_hedge_; }
+  const settled_hook& on_settled() const noexcept { return on_settled_; }
+
+  // The stage interface. The awaitable refers to this policy, which must
+  // outlive it; a temporary policy is moved into the call instead.
+  template <awaitable_op Op>
+  auto run(Op op, const context& parent = {}) const& {
+    return detail::hedged_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), this, parent);
+  }
+  template <awaitable_op Op>
+  auto run(Op op, const context& parent = {}) && {
+    return detail::hedged_call_owning<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op),
+                                                                                         std::move(*this), parent);
+  }
+  template <awaitable_op Op>
+  auto operator()(Op op, const context& parent = {}) const& {
+    return run(std::move(op), parent);
+  }
+  template <awaitable_op Op>
+  auto operator()(Op op, const context& parent = {}) && {
+    return std::move(*this).run(std::move(op), parent);
+  }
+
+ private:
+  basic_hedging_policy(Classifier c, Clock k, Delay d)
+      : classifier_(std::move(c)), clock_(std::move(k)), delay_gen_(std::move(d)) {}
+
+  template <class C, class K, class D>
+  basic_hedging_policy<C, K, D> rebind(C c, K k, D d) const {
+    basic_hedging_policy<C, K, D> p(std::move(c), std::move(k), std::move(d));
+    p.max_attempts_ = max_attempts_;
+    p.delay_ = delay_;
+    p.budget_ = budget_;
+    p.on_hedge_ = on_hedge_;
+    p.on_settled_ = on_settled_;
+    return p;
+  }
+
+  std::uint32_t max_attempts_ = 2;
+  duration delay_ = std::chrono::milliseconds(100);
+  detail::budget_ref budget_;
+  hedge_hook on_hedge_;
+  settled_hook on_settled_;
+  [[no_unique_address]] Classifier classifier_{};
+  [[no_unique_address]] Clock clock_{};
+  [[no_unique_address]] Delay delay_gen_{};
+};
+
+using hedging_policy = basic_hedging_policy<>;
+
+namespace detail {
+
+// An attempt's body: the op, then a flag saying it has ended, set on its
+// normal paths only (never from a destructor: when the execution context is
+// destroyed, the frame holding the flag may already be gone).
+template <class T, class Executor, class Op>
+boost::asio::awaitable<spawned_t<T>, Executor> hedged_attempt(Op* op, const context* ctx, bool* ended) {
+  try {
+    if constexpr (std::is_void_v<T>) {
+      co_await invoke_op(*op, *ctx);
+      *ended = true;
+    } else {
+      spawned_t<T> v(co_await invoke_op(*op, *ctx));
+      *ended = true;
+      co_return v;
+    }
+  } catch (...) {
+    *ended = true;
+    throw;
+  }
+}
+
+// What co_spawn hands over, as an outcome.
+template <class T, class... V>
+outcome<T> spawned_outcome(const std::exception_ptr& e, V&&... v) {
+  if (e) return outcome<T>::from_exception(e);
+  if constexpr (std::is_void_v<T>) {
+    return outcome<T>::from_value({});
+  } else if constexpr (spawn_boxed<T>) {
+    return outcome<T>::from_value(std::move(*(v, ...)));
+  } else {
+    return outcome<T>::from_value(std::move(v)...);
+  }
+}
+
+// One hedged call's state, in its frame. Everything here runs on the
+// caller's executor: the attempts' completions, the hedge timer, the
+// caller's cancellation. The first attempt's completion resumes the frame
+// directly (the frame is then owned by that attempt, as a timeout's by its
+// op); after it, the frame parks until every attempt and the timer are done,
+// registered with parked_joins so that a destroyed context frees it.
+template <class T, class Executor, class Op, class Policy>
+class hedge_join : public timer_node {
+ public:
+  using clock_type = std::remove_cvref_t<decltype(std::declval<const Policy&>().clock())>;
+  static constexpr bool queued_timer = uses_timer_queue<clock_type, Executor>;
+
+  hedge_join(Op* op, const Policy* policy, const context& base, const Executor& ex, time_point start)
+      : op_(op), policy_(policy), base_(base), executor_(ex), start_(start) {}
+  hedge_join(const hedge_join&) = delete;
+  hedge_join& operator=(const hedge_join&) = delete;
+  // With calls pending when the context is destroyed, the frame goes
+  // unresumed: the node must not stay in a queue that outlives it.
+  ~hedge_join() {
+    if (queue_) queue_->remove(*this);
+  }
+
+  // Each attempt's own properties, copied from the caller's.
+  properties* props = nullptr;
+
+  // Starts the first attempt; its completion goes to `handler`.
+  template <class Handler>
+  void launch_first(Handler handler) {
+    launch(0, std::move(handler));
+    if (attempts_[0].ended) return;  // its outcome decides what follows
+    const std::uint32_t max = policy_->max_attempts();
+    if (max > 1) {
+      next_hedge_at_ = saturating_add(start_, policy_->delay());
+      if (next_hedge_at_ >= base_.deadline) next_hedge_at_ = time_point::max();
+      schedule(start_);
+    }
+  }
+
+  // An attempt has completed with `o`.
+  void attempt_done(std::uint32_t index, outcome<T> o) {
+    attempts_[index].running = false;
+    --running_;
+    if (settled_ || aborted_) return;  // a loser, or the call was cancelled
+    const context& actx = attempts_[index].ctx;
+    const bool cancelled = o.cancelled();
+    const bool non_fatal = !cancelled && classify(policy_->classifier(), o, actx);
+    if (!cancelled) policy_->budget().record(non_fatal, index == 0);
+    result_.emplace(std::move(o));
+    chosen_ = index + 1;
+    if (!non_fatal) {
+      settle();
+      return;
+    }
+    if (stopped_ || started_ == policy_->max_attempts()) return;
+    // The next hedge: at once, after a server's pushback, or none.
+    const time_point now = policy_->clock().now();
+    try {
+      using delay_type = std::remove_cvref_t<decltype(policy_->delay_generator())>;
+      if constexpr (requires { requires delay_type::is_default; }) {
+        next_hedge_at_ = now;
+      } else {
+        const retry_delay decision = policy_->delay_generator()(*result_, actx);
+        if (decision.decision() == retry_delay::kind::stop) {
+          stop();
+          return;
+        }
+        next_hedge_at_ =
+            decision.decision() == retry_delay::kind::backoff ? now : saturating_add(now, decision.given());
+      }
+    } catch (...) {
+      fail_with_current_exception();
+      return;
+    }
+    if (next_hedge_at_ >= base_.deadline) next_hedge_at_ = time_point::max();
+    schedule(now);
+  }
+
+  // A hedge's completion, from its co_spawn handler.
+  void hedge_done(std::uint32_t index, outcome<T> o) {
+    attempt_done(index, std::move(o));
+    wake_if_finished();  // may end the frame that holds *this: touch nothing after
+  }
+
+  // The caller's cancellation: every attempt is cancelled, no hedge starts.
+  void abort() {
+    if (aborted_) return;
+    aborted_ = true;
+    next_hedge_at_ = time_point::max();
+    cancel_running();
+    disarm();
+    // Nothing else would wake the frame: not from inside the slot's handler.
+    if (running_ == 0 && !timer_outstanding_ && waiter_.parked()) {
+      ++posted_;
+      boost::asio::post(executor_, [this] {
+        --posted_;
+        wake_if_finished();
+      });
+    }
+  }
+
+  // Every attempt completed, and no timer or wake refers to the frame.
+  bool finished() const noexcept { return running_ == 0 && !timer_outstanding_ && posted_ == 0; }
+
+  // Disarms the hedge timer; true when nothing of it is left pending.
+  bool disarm() {
+    if (!timer_outstanding_) return true;
+    if constexpr (queued_timer) {
+      if (queue_->remove(*this)) timer_outstanding_ = false;  // else its fire is posted: wait for it
+    } else {
+      timer_->cancel();
+    }
+    return !timer_outstanding_;
+  }
+
+  template <class Waiter>
+  void park(Waiter w) {
+    waiter_.park(std::move(w), executor_);
+  }
+
+  bool aborted() const noexcept { return aborted_; }
+  std::uint32_t started() const noexcept { return started_; }
+  std::uint32_t chosen() const noexcept { return chosen_; }
+  std::optional<outcome<T>>& result() noexcept { return result_; }
+  // The first attempt answered before any hedge: nothing else to settle.
+  bool only_first() const noexcept { return started_ == 1 && !aborted_ && !settled_ && running_ == 0; }
+  void mark_first_done() noexcept {
+    attempts_[0].running = false;
+    --running_;
+    chosen_ = 1;
+  }
+
+ private:
+  struct attempt {
+    boost::asio::cancellation_signal signal;
+    context ctx;
+    bool running = false;
+    bool ended = false;
+  };
+
+  struct hedge_handler {
+    hedge_join* join;
+    std::uint32_t index;
+    template <class... V>
+    void operator()(std::exception_ptr e, V&&... v) {
+      join->hedge_done(index, spawned_outcome<T>(e, std::forward<V>(v)...));
+    }
+  };
+
+  using waiter_type =
+      typename boost::asio::async_result<boost::asio::use_awaitable_t<Executor>, void()>::handler_type;
+  using timer_type = decltype(std::declval<const clock_type&>().make_timer(std::declval<const Executor&>()));
+
+  template <class Handler>
+  void launch(std::uint32_t index, Handler handler) {
+    attempt& a = attempts_[index];
+    a.ctx = base_;
+    a.ctx.attempt = index + 1;
+    a.ctx.max_attempts = policy_->max_attempts();
+    if (props) a.ctx.props = &props[index];
+    a.running = true;
+    a.ended = false;
+    ++running_;
+    ++started_;
+    boost::asio::co_spawn(executor_, hedged_attempt<T, Executor>(op_, &a.ctx, &a.ended),
+                          boost::asio::bind_cancellation_slot(a.signal.slot(), std::move(handler)));
+  }
+
+  // Starts every hedge that is due by `now`, then arms the timer for the next.
+  void schedule(time_point now) {
+    while (!settled_ && !aborted_ && !stopped_ && next_hedge_at_ <= now) start_hedge(now);
+    if (!settled_ && !aborted_ && !stopped_ && next_hedge_at_ != time_point::max()) {
+      arm(next_hedge_at_);
+    } else {
+      disarm();  // no hedge left to start: the call must not wait for the timer
+    }
+  }
+
+  void start_hedge(time_point now) {
+    const std::uint32_t max = policy_->max_attempts();
+    if (started_ >= max || now >= base_.deadline) {
+      stop();
+      return;
+    }
+    // Asked last, when nothing else stops the hedge: a refusal is a hedge
+    // that would have started.
+    if (!policy_->budget().allows_retry()) {
+      stop();
+      return;
+    }
+    if (policy_->on_hedge()) {
+      try {
+        policy_->on_hedge()(hedge_event{started_ + 1, now - start_});
+      } catch (...) {
+        fail_with_current_exception();
+        return;
+      }
+      if (settled_ || aborted_) return;  // the hook cancelled the call
+    }
+    launch(started_, hedge_handler{this, started_});
+    next_hedge_at_ = started_ < max ? saturating_add(now, policy_->delay()) : time_point::max();
+    if (next_hedge_at_ >= base_.deadline) next_hedge_at_ = time_point::max();
+  }
+
+  void arm(time_point at) {
+    if constexpr (queued_timer) {
+      if (timer_outstanding_) {
+        if (at >= armed_at_) return;              // fires early: on_timer re-arms
+        if (!queue_->remove(*this)) return;       // fire posted: on_timer re-arms
+        timer_outstanding_ = false;
+      }
+      fire_at = at;
+      fire = &on_fire;
+      executor = &executor_;
+      queue_ = &timer_queue::of(executor_);
+      queue_->add(*this);
+    } else {
+      if (timer_outstanding_) {
+        if (at < armed_at_) timer_->cancel();  // its handler re-arms
+        return;
+      }
+      if (!timer_) timer_.emplace(policy_->clock().make_timer(executor_));
+      timer_->expires_at(at);
+      timer_->async_wait(boost::asio::bind_executor(executor_, [this](const error_code&) { on_timer(); }));
+    }
+    timer_outstanding_ = true;
+    armed_at_ = at;
+  }
+
+  static void on_fire(timer_node* node) { static_cast<hedge_join*>(node)->on_timer(); }
+
+  void on_timer() {
+    timer_outstanding_ = false;
+    if (!settled_ && !aborted_ && !stopped_) schedule(policy_->clock().now());
+    wake_if_finished();  // may end the frame that holds *this: touch nothing after
+  }
+
+  void wake_if_finished() {
+    if (finished() && waiter_.parked()) waiter_.resume();
+  }
+
+  void cancel_running() {
+    for (std::uint32_t i = 0; i < started_; ++i)
+      if (attempts_[i].running) attempts_[i].signal.emit(boost::asio::cancellation_type::terminal);
+  }
+
+  void stop() {
+    stopped_ = true;
+    next_hedge_at_ = time_point::max();
+    disarm();
+  }
+
+  // A final outcome is in: the others lose.
+  void settle() {
+    settled_ = true;
+    next_hedge_at_ = time_point::max();
+    cancel_running();
+    disarm();
+  }
+
+  void fail_with_current_exception() {
+    result_.emplace(outcome<T>::from_current_exception());
+    chosen_ = 0;
+    settle();
+  }
+
+  Op* op_;
+  const Policy* policy_;
+  context base_;
+  Executor executor_;
+  time_point start_;
+  std::array<attempt, max_hedged_attempts> attempts_{};
+  std::uint32_t started_ = 0;
+  std::uint32_t running_ = 0;
+  std::uint32_t chosen_ = 0;  // 1-based: the attempt whose outcome is in result_
+  int posted_ = 0;
+  bool settled_ = false;
+  bool aborted_ = false;
+  bool stopped_ = false;
+  bool timer_outstanding_ = false;
+  time_point next_hedge_at_ = time_point::max();
+  time_point armed_at_{};
+  timer_queue* queue_ = nullptr;
+  struct no_timer {};
+  [[no_unique_address]] std::conditional_t<queued_timer, no_timer, std::optional<timer_type>> timer_;
+  std::optional<outcome<T>> result_;
+  parked_continuation<waiter_type> waiter_;
+};
+
+template <class Join>
+struct hedge_canceller {
+  explicit hedge_canceller(Join* j) noexcept : join(j) {}
+  Join* join;
+  void operator()(boost::asio::cancellation_type type) {
+    if (type != boost::asio::cancellation_type::none) join->abort();
+  }
+};
+
+template <class T, class Executor, class Op, class Policy>
+boost::asio::awaitable<T, Executor> hedged_call(Op op, const Policy* policy, context ctx) {
+  namespace asio = boost::asio;
+  using join_type = hedge_join<T, Executor, Op, Policy>;
+  using classifier = typename Policy::classifier_type;
+  const auto caller = co_await asio::this_coro::cancellation_state;
+  if (caller.cancelled() != asio::cancellation_type::none)
+    co_return outcome<T>::from_error(asio::error::operation_aborted).get();
+  const time_point start = policy->clock().now();
+  if (start >= ctx.deadline) co_return outcome<T>::from_error(error::deadline_exceeded).get();
+  // Each attempt's own properties, copied before any attempt can mark them.
+  std::unique_ptr<properties[]> props;
+  if (ctx.props) {
+    props = std::make_unique<properties[]>(policy->max_attempts());
+    for (std::uint32_t i = 0; i < policy->max_attempts(); ++i) props[i].copy_from(*ctx.props);
+  }
+
+  join_type join(&op, policy, ctx, co_await asio::this_coro::executor, start);
+  join.props = props.get();
+  if (caller.slot().is_connected()) caller.slot().template emplace<hedge_canceller<join_type>>(&join);
+  const auto finish = [&] {
+    if (caller.slot().is_connected()) caller.slot().clear();
+    if (ctx.props && join.chosen() != 0 && !join.aborted()) ctx.props->swap(props[join.chosen() - 1]);
+    if (policy->on_settled()) {
+      policy->on_settled()(hedge_summary{join.aborted() ? 0 : join.chosen(), join.started(),
+                                         policy->clock().now() - start});
+    }
+  };
+
+  // Until the first attempt completes, this frame awaits it directly.
+  using signature = typename spawn_signature<T>::type;
+  asio::as_tuple_t<asio::use_awaitable_t<Executor>> token{asio::use_awaitable_t<Executor>{}};
+  auto first = co_await asio::async_initiate<decltype(token), signature>(
+      [&](auto handler) { join.launch_first(std::move(handler)); }, token);
+
+  // The common case: the first attempt answered alone, with a success.
+  if constexpr (ignores_successes<classifier> && !std::is_void_v<T>) {
+    const auto& e = std::get<0>(first);
+    if (!e && join.started() == 1 && !join.aborted()) {
+      const auto& v = std::get<1>(first);
+      const bool failed = [&] {
+        if constexpr (spawn_boxed<T>) {
+          return outcome_traits<T>::error(*v).failed();
+        } else {
+          return outcome_traits<T>::error(v).failed();
+        }
+      }();
+      if (!failed && join.disarm()) {
+        join.mark_first_done();
+        policy->budget().record(false, true);
+        finish();
+        if constexpr (spawn_boxed<T>) {
+          co_return std::move(*std::get<1>(first));
+        } else {
+          co_return std::move(std::get<1>(first));
+        }
+      }
+    }
+  }
+  std::apply([&](auto&&... parts) { join.attempt_done(0, spawned_outcome<T>(std::move(parts)...)); },
+             std::move(first));
+
+  // The rest: hedges, losers, the timer. Asio would throw from the wait once
+  // the caller is cancelled; the wait is mandatory, so that is switched off.
+  bool throws = true;
+  bool switched = false;
+  while (!join.finished()) {
+    if (caller.cancelled() != asio::cancellation_type::none) {
+      join.abort();  // it may have come while no canceller was installed
+      if (!switched) {
+        throws = co_await asio::this_coro::throw_if_cancelled();
+        co_await asio::this_coro::throw_if_cancelled(false);
+        switched = true;
+      }
+      if (join.finished()) break;
+    }
+    // Asio clears the caller's slot each time this frame resumes: the
+    // canceller goes back in for every wait.
+    asio::use_awaitable_t<Executor> wait;
+    co_await asio::async_initiate<asio::use_awaitable_t<Executor>, void()>(
+        [&](auto resume) {
+          if (caller.slot().is_connected()) caller.slot().template emplace<hedge_canceller<join_type>>(&join);
+          join.park(std::move(resume));
+        },
+        wait);
+  }
+  if (switched) co_await asio::this_coro::throw_if_cancelled(throws);
+
+  finish();
+  if (join.aborted() || caller.cancelled() != asio::cancellation_type::none)
+    co_return outcome<T>::from_error(asio::error::operation_aborted).get();
+  co_return std::move(*join.result()).get();
+}
+
+}  // namespace detail
+}  // namespace resilience

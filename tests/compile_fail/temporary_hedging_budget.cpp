@@ -1,0 +1,15 @@
+// expect: deleted
+// A hedging policy refers to its retry budget, shared by every call: not to
+// a temporary, which would be gone before the first hedge.
+#include <resilience/hedging.hpp>
+#include <resilience/retry_budget.hpp>
+
+void build() {
+#ifdef RESILIENCE_MISUSE
+  const auto policy = resilience::hedging_policy{}.budget(resilience::retry_throttle{10, 0.1});
+#else
+  static resilience::retry_throttle throttle{10, 0.1};
+  const auto policy = resilience::hedging_policy{}.budget(throttle);
+#endif
+  (void)policy;
+}
