@@ -1,0 +1,716 @@
+// resilience/http/server.hpp — serving HTTP/1.1 with Beast: inbound
+// deadlines, load shedding, slow clients dropped, graceful drain.
+//
+//   namespace rhttp = resilience::http;
+//   rhttp::server api{
+//       [](rhttp::server_request req, const resilience::context& ctx)
+//           -> asio::awaitable<http::response<http::string_body>> {
+//         co_return co_await lookup(req.target(), ctx);  // ctx.deadline: the client's
+//       },
+//       rhttp::server_options{}.max_concurrent(64).retry_after(std::chrono::seconds(2))};
+//   tcp::acceptor acceptor{io, {tcp::v4(), 8080}};
+//   asio::co_spawn(io, api.run(acceptor), asio::detached);
+//   // later, on the io_context's thread:
+//   api.drain();  // or cancel the coroutine that runs run()
+//
+//   // With sessions of your own, only the handler wrapped:
+//   rhttp::guarded_handler guarded{handler, options};
+//   auto res = co_await guarded(std::move(req));   // 503, 504 or the handler's answer
+//
+// Per request (guarded_handler, which the server uses):
+//   - Deadline. The inbound deadline header (grpc-timeout by default, or a
+//     milliseconds header, see deadline_header.hpp), capped by
+//     max_deadline(), becomes ctx.deadline. When it passes, the handler is
+//     cancelled (terminal) and waited for, and the client gets 504. A
+//     deadline already passed on arrival answers 504 without calling the
+//     handler. A handler that ignores the cancellation and still succeeds
+//     keeps its answer (as in every bounded stage: the work was done).
+//   - Shedding. At most max_concurrent() requests are inside handlers at
+//     once; the next ones get 503 with Retry-After at once: none is queued.
+//     The slot goes back on every path (answer, exception, cancellation,
+//     frame destroyed with its io_context).
+//   - A handler's exception answers 500; the exception does not escape.
+//     Cancellation of the caller is final: the call ends with
+//     operation_aborted thrown, and no response.
+//
+// Per connection (server), on the server's clock:
+//   - A new connection has header_read_timeout() to deliver its first
+//     request's header, a kept-alive one idle_timeout() to start the next
+//     request and then header_read_timeout() to finish its header; a body
+//     must arrive within body_read_timeout() of its header, a response be
+//     written within write_timeout(). A client past any of these is
+//     disconnected (no answer: it is not reading, or not sending).
+//   - A header over max_header_bytes() answers 431, a body over
+//     max_body_bytes() 413 (a Content-Length over it as soon as the header is
+//     read); a request Beast cannot parse, 400. The connection closes after
+//     each of these, once what the client still sends has been read and
+//     dropped (for at most header_read_timeout() and 64 KiB), so that the
+//     answer is not lost to a reset.
+//   - At most max_connections() connections at once: one more is closed as
+//     soon as it is accepted.
+//
+// Drain: drain(), or any cancellation of run()'s coroutine, stops accepting
+// (the acceptor is closed, so new connections are refused), closes idle
+// connections, and lets requests in progress finish for drain_grace(); their
+// responses carry `Connection: close`. When the grace ends (or a second
+// cancellation of run() comes), every remaining connection is cancelled:
+// handlers see operation_aborted. run() completes once every session has
+// ended, normally when the drain was asked for; with a system_error when the
+// acceptor failed (the server drains first). A drained server does not run
+// again.
+//
+// Threads and lifetimes: the server, its sessions and drain() run on the
+// executor run()'s coroutine runs on (a strand on a multi-threaded
+// io_context). The server
+// and the handler must outlive run(); if run() may be left unfinished, they
+// must outlive the io_context too (its destruction frees the sessions'
+// frames, which give their slots back to the server). run() keeps a
+// reference to the acceptor: a temporary one is refused at compile time.
+#pragma once
+
+#include <resilience/bulkhead.hpp>
+#include <resilience/clock.hpp>
+#include <resilience/context.hpp>
+#include <resilience/detail/bounded_run.hpp>
+#include <resilience/error.hpp>
+#include <resilience/http/deadline_header.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/field.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <list>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace resilience::http {
+
+// What the server hands a handler: the whole request, body in a string.
+using server_request = boost::beast::http::request<boost::beast::http::string_body>;
+
+// A connection phase in which a client may stall.
+enum class client_phase : std::uint8_t { header, body, write };
+
+// A request that left a handler (or never entered one): the status answered,
+// 0 when none was (cancelled), and the time from its being read in full to
+// its answer (the write not included).
+struct request_finished {
+  unsigned status;
+  duration elapsed;
+};
+
+class server_options {
+ public:
+  server_options() = default;
+
+  // Requests inside handlers at once: 1 to 2^31 - 1; 100 by default.
+  server_options max_concurrent(std::uint32_t n) const;
+  // Retry-After on a 503 from shedding, in whole seconds, 0 or more; 1 by default.
+  server_options retry_after(std::chrono::seconds s) const;
+  // The header an inbound deadline comes in; grpc-timeout by default.
+  server_options inbound_deadline(deadline_header h) const;
+  // The most time a handler gets, whatever the client asks (and when it
+  // asks nothing): positive, or duration::max() (the default) for no cap.
+  server_options max_deadline(duration d) const;
+
+  // Connection bounds (see the top of this header): positive, or
+  // duration::max() for none. Defaults 10 s, 30 s, 30 s, 60 s.
+  server_options header_read_timeout(duration d) const;
+  server_options body_read_timeout(duration d) const;
+  server_options write_timeout(duration d) const;
+  server_options idle_timeout(duration d) const;
+  // Header (request line and fields) and body sizes: a header limit of 1 to
+  // 2^32 - 1 bytes (8 KiB by default), a body limit of 0 or more (1 MiB).
+  server_options max_header_bytes(std::uint64_t n) const;
+  server_options max_body_bytes(std::uint64_t n) const;
+  // Connections open at once: 1 or more; 10000 by default.
+  server_options max_connections(std::size_t n) const;
+  // How long requests in progress may go on once a drain starts: zero
+  // (cancel them at once) or more; 10 s by default.
+  server_options drain_grace(duration d) const;
+
+  // Events, on the server's executor. An exception thrown by one ends the
+  // connection it concerns (as a failure of that connection).
+  server_options on_request_started(std::function<void(const server_request&)> f) const;
+  server_options on_request_finished(std::function<void(const request_finished&)> f) const;
+  // A request answered 503; its argument: the requests inside handlers.
+  server_options on_shed(std::function<void(std::uint32_t in_flight)> f) const;
+  // A request answered 504; its argument: the deadline it had.
+  server_options on_deadline_exceeded(std::function<void(time_point deadline)> f) const;
+  // A connection dropped because its client stalled in that phase.
+  server_options on_slow_client(std::function<void(client_phase)> f) const;
+
+  std::uint32_t max_concurrent() const noexcept { return max_concurrent_; }
+  std::chrono::seconds retry_after() const noexcept { return retry_after_; }
+  const deadline_header& inbound_deadline() const noexcept { return inbound_deadline_; }
+  duration max_deadline() const noexcept { return max_deadline_; }
+  duration header_read_timeout() const noexcept { return header_read_timeout_; }
+  duration body_read_timeout() const noexcept { return body_read_timeout_; }
+  duration write_timeout() const noexcept { return write_timeout_; }
+  duration idle_timeout() const noexcept { return idle_timeout_; }
+  std::uint32_t max_header_bytes() const noexcept { return max_header_bytes_; }
+  std::uint64_t max_body_bytes() const noexcept { return max_body_bytes_; }
+  std::size_t max_connections() const noexcept { return max_connections_; }
+  duration drain_grace() const noexcept { return drain_grace_; }
+  const std::function<void(const server_request&)>& on_request_started() const noexcept { return started_; }
+  const std::function<void(const request_finished&)>& on_request_finished() const noexcept { return finished_; }
+  const std::function<void(std::uint32_t)>& on_shed() const noexcept { return shed_; }
+  const std::function<void(time_point)>& on_deadline_exceeded() const noexcept { return deadline_exceeded_; }
+  const std::function<void(client_phase)>& on_slow_client() const noexcept { return slow_client_; }
+
+ private:
+  std::uint32_t max_concurrent_ = 100;
+  std::chrono::seconds retry_after_{1};
+  deadline_header inbound_deadline_ = deadline_header::grpc_timeout();
+  duration max_deadline_ = duration::max();
+  duration header_read_timeout_ = std::chrono::seconds(10);
+  duration body_read_timeout_ = std::chrono::seconds(30);
+  duration write_timeout_ = std::chrono::seconds(30);
+  duration idle_timeout_ = std::chrono::seconds(60);
+  std::uint32_t max_header_bytes_ = 8 * 1024;
+  std::uint64_t max_body_bytes_ = 1024 * 1024;
+  std::size_t max_connections_ = 10000;
+  duration drain_grace_ = std::chrono::seconds(10);
+  std::function<void(const server_request&)> started_;
+  std::function<void(const request_finished&)> finished_;
+  std::function<void(std::uint32_t)> shed_;
+  std::function<void(time_point)> deadline_exceeded_;
+  std::function<void(client_phase)> slow_client_;
+};
+
+namespace detail {
+
+template <class A>
+struct handler_awaitable : std::false_type {};
+template <class Body, class Fields>
+struct handler_awaitable<boost::asio::awaitable<boost::beast::http::response<Body, Fields>>> : std::true_type {
+  using response = boost::beast::http::response<Body, Fields>;
+};
+
+template <class H>
+using handler_result_t = std::remove_cvref_t<std::invoke_result_t<const H&, server_request, const context&>>;
+
+}  // namespace detail
+
+// What a server runs per request: a const-callable
+// (server_request, const context&) -> asio::awaitable<beast::http::response<Body, Fields>>.
+template <class H>
+concept request_handler = std::is_invocable_v<const H&, server_request, const context&> &&
+                          detail::handler_awaitable<detail::handler_result_t<H>>::value;
+
+template <request_handler H>
+using handler_response_t = typename detail::handler_awaitable<detail::handler_result_t<H>>::response;
+
+namespace detail {
+
+// An answer of the server's own (503, 504, 500...), empty, in the handler's
+// response type.
+template <class Response>
+Response status_response(boost::beast::http::status status, unsigned version, bool keep_alive) {
+  Response res{status, version};
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  return res;
+}
+
+template <class Guard>
+boost::asio::awaitable<typename Guard::response_type> guarded_call(const Guard* guard, server_request req,
+                                                                   context ctx);
+template <class Guard>
+struct guard_steps;
+template <class Guard>
+boost::asio::awaitable<void> answer_into(const Guard* guard, server_request* req, context ctx,
+                                         std::optional<typename Guard::response_type>* answer);
+
+}  // namespace detail
+
+// A request handler with the inbound deadline and load shedding around it.
+// Shared state (the slots): neither copied nor moved, and it must outlive
+// every call; a call on a temporary is refused at compile time.
+template <request_handler Handler, resilience::clock Clock = steady_clock>
+class guarded_handler {
+ public:
+  using response_type = handler_response_t<Handler>;
+  using clock_type = Clock;
+
+  explicit guarded_handler(Handler handler, server_options options = {}, Clock clock = {})
+      : handler_(std::move(handler)),
+        options_(std::move(options)),
+        clock_(std::move(clock)),
+        slots_(bulkhead_options{}.max_concurrent(options_.max_concurrent())) {}
+  guarded_handler(const guarded_handler&) = delete;
+  guarded_handler& operator=(const guarded_handler&) = delete;
+
+  // The answer to `req`: the handler's, or 503, 504, 500 (see the top of
+  // this header). `parent` may bring a deadline of its own; the tighter wins.
+  boost::asio::awaitable<response_type> operator()(server_request req, const context& parent = {}) const& {
+    return detail::guarded_call(this, std::move(req), parent);
+  }
+  void operator()(server_request, const context& = {}) const&& = delete;
+
+  // Requests inside the handler now.
+  std::uint32_t in_flight() const noexcept { return slots_.in_flight(); }
+  const server_options& options() const noexcept { return options_; }
+  const Clock& clock() const noexcept { return clock_; }
+  const Handler& handler() const noexcept { return handler_; }
+
+ private:
+  template <class Guard>
+  friend boost::asio::awaitable<typename Guard::response_type> detail::guarded_call(const Guard*, server_request,
+                                                                                    context);
+  template <class Guard>
+  friend struct detail::guard_steps;
+  template <class Guard>
+  friend boost::asio::awaitable<void> detail::answer_into(const Guard*, server_request*, context,
+                                                          std::optional<typename Guard::response_type>*);
+
+  Handler handler_;
+  server_options options_;
+  Clock clock_;
+  mutable resilience::detail::bulkhead_core slots_;  // a bulkhead without a queue
+};
+
+template <class Handler, class Clock>
+guarded_handler(Handler, server_options, Clock) -> guarded_handler<Handler, Clock>;
+template <class Handler>
+guarded_handler(Handler, server_options) -> guarded_handler<Handler>;
+template <class Handler>
+guarded_handler(Handler) -> guarded_handler<Handler>;
+
+namespace detail {
+
+// The parts of a guarded call that do not wait, out of its coroutine: its
+// frame stays small enough for Asio's frame cache (at most 1020 bytes).
+template <class Guard>
+struct guard_steps {
+  using response = typename Guard::response_type;
+  const Guard* guard;
+
+  const server_options& options() const noexcept { return guard->options_; }
+
+  // The call's deadline into ctx; the start event. Returns the start time.
+  time_point begin(const server_request& req, context& ctx) const {
+    const server_options& o = options();
+    const time_point start = guard->clock_.now();
+    if (const auto asked = o.inbound_deadline().read(req, start)) ctx.deadline = std::min(ctx.deadline, *asked);
+    if (o.max_deadline() != duration::max())
+      ctx.deadline = std::min(ctx.deadline, saturating_add(start, o.max_deadline()));
+    if (o.on_request_started()) o.on_request_started()(req);
+    return start;
+  }
+
+  void finish(unsigned status, time_point start) const {
+    if (options().on_request_finished())
+      options().on_request_finished()(request_finished{status, guard->clock_.now() - start});
+  }
+
+  response shed(unsigned version, bool keep_alive, time_point start) const {
+    namespace bhttp = boost::beast::http;
+    if (options().on_shed()) options().on_shed()(guard->slots_.in_flight());
+    auto res = status_response<response>(bhttp::status::service_unavailable, version, keep_alive);
+    res.set(bhttp::field::retry_after, std::to_string(options().retry_after().count()));
+    finish(503, start);
+    return res;
+  }
+
+  // The answer to a handler that failed: 504 past the deadline, else 500.
+  response failed(const error_code& why, time_point deadline, unsigned version, bool keep_alive,
+                  time_point start) const {
+    namespace bhttp = boost::beast::http;
+    if (why == error::deadline_exceeded) {
+      if (options().on_deadline_exceeded()) options().on_deadline_exceeded()(deadline);
+      finish(504, start);
+      return status_response<response>(bhttp::status::gateway_timeout, version, keep_alive);
+    }
+    finish(500, start);
+    return status_response<response>(bhttp::status::internal_server_error, version, keep_alive);
+  }
+};
+
+template <class Guard>
+boost::asio::awaitable<void> answer_into(const Guard* guard, server_request* req, context ctx,
+                                         std::optional<typename Guard::response_type>* answer) {
+  answer->emplace(co_await guard->handler_(std::move(*req), ctx));
+}
+
+template <class Guard>
+boost::asio::awaitable<typename Guard::response_type> guarded_call(const Guard* guard, server_request req,
+                                                                   context ctx) {
+  namespace asio = boost::asio;
+  const guard_steps<Guard> steps{guard};
+  const time_point start = steps.begin(req, ctx);
+  const unsigned version = req.version();
+  const bool keep_alive = req.keep_alive();
+  if (!guard->slots_.try_acquire()) co_return steps.shed(version, keep_alive, start);
+  const bulkhead_permit permit = resilience::detail::adopt_slot(guard->slots_);  // back on every path
+
+  // The handler runs as a child bounded by the deadline (run_bounded): on
+  // expiry it is cancelled and waited for. No deadline: it runs in place.
+  // Its answer comes back through `answer`, so that the bounded run is that
+  // of a void op: a frame small enough for Asio's frame cache.
+  std::optional<typename Guard::response_type> answer;
+  error_code why;  // a failure's code, if it had one
+  try {
+    co_await resilience::detail::run_bounded<void, asio::any_io_executor>(
+        [guard, &req, &answer](const context& c) { return answer_into(guard, &req, c, &answer); }, ctx,
+        &guard->clock_, duration::max(), asio::cancellation_type::terminal, error::deadline_exceeded);
+  } catch (const boost::system::system_error& e) {
+    why = e.code();
+  } catch (...) {
+  }
+  if (answer) {
+    steps.finish(answer->result_int(), start);
+    co_return std::move(*answer);
+  }
+  const auto caller = co_await asio::this_coro::cancellation_state;
+  if (caller.cancelled() != asio::cancellation_type::none) {
+    steps.finish(0, start);
+    throw boost::system::system_error(asio::error::operation_aborted);
+  }
+  co_return steps.failed(why, ctx.deadline, version, keep_alive, start);
+}
+
+// One connection the server keeps track of, for a drain to reach it.
+struct session_entry {
+  boost::asio::cancellation_signal signal;
+  boost::asio::ip::tcp::socket* socket = nullptr;  // set while its session runs
+  bool idle = false;                                // waiting for the next request
+  bool cancelled = false;
+};
+
+}  // namespace detail
+
+template <request_handler Handler, resilience::clock Clock = steady_clock>
+class server {
+ public:
+  using response_type = handler_response_t<Handler>;
+  using clock_type = Clock;
+
+  explicit server(Handler handler, server_options options = {}, Clock clock = {})
+      : guard_(std::move(handler), std::move(options), std::move(clock)) {}
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  // Accepts and serves connections until drained (see the top of this
+  // header). The acceptor must be open and listening.
+  boost::asio::awaitable<void> run(boost::asio::ip::tcp::acceptor& acceptor) & { return serve(&acceptor); }
+  // The acceptor is kept by reference for as long as the server runs.
+  void run(boost::asio::ip::tcp::acceptor&&) & = delete;
+  void run(boost::asio::ip::tcp::acceptor&) && = delete;
+
+  // Starts the drain; on the server's executor. Before run(), run() then
+  // returns at once; after a drain, nothing.
+  void drain() { begin_drain(); }
+
+  bool draining() const noexcept { return draining_; }
+  std::size_t connections() const noexcept { return sessions_.size(); }
+  std::uint32_t in_flight() const noexcept { return guard_.in_flight(); }
+  const server_options& options() const noexcept { return guard_.options(); }
+
+ private:
+  using timer_type =
+      std::remove_cvref_t<decltype(std::declval<const Clock&>().make_timer(std::declval<boost::asio::any_io_executor>()))>;
+  using tcp = boost::asio::ip::tcp;
+
+  boost::asio::awaitable<void> serve(tcp::acceptor* acceptor);
+  boost::asio::awaitable<void> session(tcp::socket socket, detail::session_entry* entry, time_point accepted);
+
+  void begin_drain() {
+    if (draining_) return;
+    draining_ = true;
+    drain_started_ = guard_.clock().now();
+    if (acceptor_) {
+      error_code ignored;
+      acceptor_->close(ignored);  // the pending accept ends; new connections are refused
+    }
+    for (auto& e : sessions_)
+      if (e.idle) cancel(e);
+  }
+
+  static void cancel(detail::session_entry& e) {
+    if (e.cancelled) return;
+    e.cancelled = true;
+    // The socket too: its operations end whether or not they honour
+    // per-operation cancellation.
+    if (e.socket) {
+      error_code ignored;
+      e.socket->cancel(ignored);
+    }
+    e.signal.emit(boost::asio::cancellation_type::terminal);
+  }
+
+  void session_ended(std::list<detail::session_entry>::iterator it) {
+    sessions_.erase(it);
+    if (sessions_.empty() && wake_) wake_->cancel();
+  }
+
+  guarded_handler<Handler, Clock> guard_;
+  std::list<detail::session_entry> sessions_;  // stable addresses: each session refers to its entry
+  tcp::acceptor* acceptor_ = nullptr;
+  boost::asio::steady_timer* wake_ = nullptr;  // run()'s wake-up while it drains
+  bool draining_ = false;
+  bool ran_ = false;
+  time_point drain_started_{};  // the grace counts from here
+};
+
+template <class Handler, class Clock>
+server(Handler, server_options, Clock) -> server<Handler, Clock>;
+template <class Handler>
+server(Handler, server_options) -> server<Handler>;
+template <class Handler>
+server(Handler) -> server<Handler>;
+
+namespace detail {
+
+// Runs `op` (deferred) until it completes or `at` passes, whichever is
+// first; the loser is cancelled and waited for. On expiry the socket is
+// cancelled too, so that the op ends even if it ignores its cancellation
+// slot. The result: the completion order, the op's results, the timer's
+// error; see timed_out().
+template <class Timer, class Op>
+auto within(Timer& timer, boost::asio::ip::tcp::socket& socket, time_point at, Op op) {
+  namespace asio = boost::asio;
+  timer.expires_at(at);
+  return asio::experimental::make_parallel_group(
+             std::move(op), timer.async_wait(asio::deferred([&socket](error_code ec) {
+               if (!ec) {
+                 error_code ignored;
+                 socket.cancel(ignored);
+               }
+               return asio::deferred.values(ec);
+             })))
+      .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+}
+
+// The bound passed first: the timer won, and not because the whole wait was
+// cancelled (a drain ending the session is not a slow client).
+inline bool timed_out(const std::array<std::size_t, 2>& order, const error_code& timer_ec) noexcept {
+  return order[0] == 1 && !timer_ec;
+}
+
+// A request Beast could not parse (answered 400), as opposed to a client
+// that left before finishing it.
+inline bool is_parse_error(const error_code& ec) noexcept {
+  namespace bhttp = boost::beast::http;
+  return ec.category() == bhttp::make_error_code(bhttp::error::need_more).category() &&
+         ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message;
+}
+
+}  // namespace detail
+
+template <request_handler Handler, resilience::clock Clock>
+boost::asio::awaitable<void> server<Handler, Clock>::serve(tcp::acceptor* acceptor) {
+  namespace asio = boost::asio;
+  if (ran_) throw std::logic_error("http::server::run: runs once");
+  ran_ = true;
+  co_await asio::this_coro::throw_if_cancelled(false);
+  // Any cancellation of run() asks for a drain, not only a terminal one.
+  co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+  const auto executor = co_await asio::this_coro::executor;
+  const Clock& clock = guard_.clock();
+  acceptor_ = acceptor;
+  asio::steady_timer wake(executor, asio::steady_timer::time_point::max());  // a wake-up, never a time
+  wake_ = &wake;
+  struct release_on_exit {
+    server* self;
+    ~release_on_exit() {
+      self->wake_ = nullptr;
+      self->acceptor_ = nullptr;
+    }
+  } release{this};
+
+  error_code failure;
+  while (!draining_) {
+    auto [ec, socket] = co_await acceptor->async_accept(asio::as_tuple(asio::use_awaitable));
+    const auto state = co_await asio::this_coro::cancellation_state;
+    if (draining_ || state.cancelled() != asio::cancellation_type::none) break;
+    if (ec) {
+      if (ec == asio::error::connection_aborted) continue;  // the client gave up in the backlog
+      failure = ec;
+      break;
+    }
+    if (sessions_.size() >= options().max_connections()) {
+      error_code ignored;
+      socket.close(ignored);
+      continue;
+    }
+    auto it = sessions_.emplace(sessions_.end());
+    asio::co_spawn(executor, session(std::move(socket), &*it, clock.now()),
+                   asio::bind_cancellation_slot(it->signal.slot(),
+                                                [this, it](std::exception_ptr) { session_ended(it); }));
+  }
+  begin_drain();
+  // A second cancellation, from here on, ends the grace.
+  co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+
+  const time_point grace_end = saturating_add(drain_started_, options().drain_grace());
+  auto grace = clock.make_timer(executor);
+  bool forced = options().drain_grace() == duration::zero();
+  while (!sessions_.empty()) {
+    const auto state = co_await asio::this_coro::cancellation_state;
+    if (state.cancelled() != asio::cancellation_type::none) forced = true;
+    if (forced) {
+      for (auto& e : sessions_) cancel(e);
+      co_await wake.async_wait(asio::as_tuple(asio::use_awaitable));
+      continue;
+    }
+    grace.expires_at(grace_end);
+    auto [order, wake_ec, grace_ec] =
+        co_await asio::experimental::make_parallel_group(wake.async_wait(asio::deferred),
+                                                         grace.async_wait(asio::deferred))
+            .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
+    (void)wake_ec;
+    if (order[0] == 1 && !grace_ec) forced = true;
+  }
+  if (failure) throw boost::system::system_error(failure, "http::server accept");
+}
+
+template <request_handler Handler, resilience::clock Clock>
+boost::asio::awaitable<void> server<Handler, Clock>::session(tcp::socket socket, detail::session_entry* entry,
+                                                             time_point accepted) {
+  namespace asio = boost::asio;
+  namespace beast = boost::beast;
+  namespace bhttp = boost::beast::http;
+  entry->socket = &socket;
+  struct forget_socket {
+    detail::session_entry* entry;
+    ~forget_socket() { entry->socket = nullptr; }
+  } forget{entry};
+  const server_options& o = options();
+  const Clock& clock = guard_.clock();
+  auto timer = clock.make_timer(socket.get_executor());
+  beast::flat_buffer buffer;
+  const auto slow = [&](client_phase p) {
+    if (o.on_slow_client()) o.on_slow_client()(p);
+  };
+  // A short answer of the server's own before it closes the connection.
+  const auto refuse = [&](bhttp::status status, unsigned version) -> asio::awaitable<void> {
+    auto res = detail::status_response<bhttp::response<bhttp::empty_body>>(status, version, false);
+    {
+      auto [order, ec, n, timer_ec] = co_await detail::within(
+          timer, socket, saturating_add(clock.now(), o.write_timeout()), bhttp::async_write(socket, res, asio::deferred));
+      (void)n;
+      if (detail::timed_out(order, timer_ec)) slow(client_phase::write);
+      if (order[0] == 1 || ec) co_return;
+    }
+    // The client may still be sending the request we refused. Closing with
+    // unread data resets the connection, which can destroy the answer before
+    // the client reads it: so drop what comes, within bounds, until it stops.
+    error_code ignored;
+    socket.shutdown(tcp::socket::shutdown_send, ignored);
+    const time_point until = saturating_add(clock.now(), o.header_read_timeout());
+    for (std::size_t dropped = 0; dropped < 64 * 1024;) {
+      buffer.clear();
+      auto [order, ec, n, timer_ec] =
+          co_await detail::within(timer, socket, until, socket.async_read_some(buffer.prepare(4096), asio::deferred));
+      (void)timer_ec;
+      if (order[0] == 1 || ec) break;
+      dropped += n;
+    }
+  };
+
+  bool first = true;
+  for (;;) {
+    time_point header_by = saturating_add(accepted, o.header_read_timeout());
+    if (!first) {
+      if (buffer.size() == 0) {  // nothing pipelined: wait for the next request
+        if (draining_) break;
+        entry->idle = true;
+        auto [order, ec, timer_ec] = co_await detail::within(
+            timer, socket, saturating_add(clock.now(), o.idle_timeout()),
+            socket.async_wait(tcp::socket::wait_read, asio::deferred));
+        (void)timer_ec;
+        entry->idle = false;
+        if (order[0] == 1 || ec || entry->cancelled) break;
+      }
+      header_by = saturating_add(clock.now(), o.header_read_timeout());
+    }
+    first = false;
+
+    bhttp::request_parser<bhttp::string_body> parser;
+    parser.header_limit(o.max_header_bytes());
+    parser.body_limit(o.max_body_bytes());
+    {
+      auto [order, ec, n, timer_ec] =
+          co_await detail::within(timer, socket, header_by, bhttp::async_read_header(socket, buffer, parser, asio::deferred));
+      (void)n;
+      if (order[0] == 1) {
+        if (detail::timed_out(order, timer_ec)) slow(client_phase::header);
+        break;
+      }
+      if (ec == bhttp::error::header_limit) {
+        co_await refuse(bhttp::status::request_header_fields_too_large, 11);
+        break;
+      }
+      if (ec == bhttp::error::body_limit) {  // a Content-Length over the limit
+        co_await refuse(bhttp::status::payload_too_large, parser.get().version());
+        break;
+      }
+      if (ec) {
+        if (detail::is_parse_error(ec)) co_await refuse(bhttp::status::bad_request, 11);
+        break;  // else the client left, or the connection failed
+      }
+    }
+    if (!parser.is_done()) {
+      auto [order, ec, n, timer_ec] =
+          co_await detail::within(timer, socket, saturating_add(clock.now(), o.body_read_timeout()),
+                                  bhttp::async_read(socket, buffer, parser, asio::deferred));
+      (void)n;
+      if (order[0] == 1) {
+        if (detail::timed_out(order, timer_ec)) slow(client_phase::body);
+        break;
+      }
+      if (ec == bhttp::error::body_limit) {
+        co_await refuse(bhttp::status::payload_too_large, parser.get().version());
+        break;
+      }
+      if (ec) {
+        if (detail::is_parse_error(ec)) co_await refuse(bhttp::status::bad_request, parser.get().version());
+        break;
+      }
+    }
+
+    const bool client_keeps = parser.get().keep_alive();
+    response_type res = co_await guard_(parser.release());
+    const bool again = client_keeps && res.keep_alive() && !draining_ && !entry->cancelled;
+    res.keep_alive(again);
+    auto [order, ec, n, timer_ec] = co_await detail::within(
+        timer, socket, saturating_add(clock.now(), o.write_timeout()), bhttp::async_write(socket, res, asio::deferred));
+    (void)n;
+    if (order[0] == 1) {
+      if (detail::timed_out(order, timer_ec)) slow(client_phase::write);
+      break;
+    }
+    if (ec || !again) break;
+  }
+  error_code ignored;
+  socket.shutdown(tcp::socket::shutdown_send, ignored);
+  socket.close(ignored);
+}
+
+}  // namespace resilience::http

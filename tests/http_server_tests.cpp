@@ -1,0 +1,681 @@
+// The HTTP server: inbound deadlines (504, the handler's downstream wait
+// cancelled), shedding (503 + Retry-After), slow clients dropped per phase,
+// size limits (431, 413), keep-alive, drain (in-flight requests finish, new
+// connections refused, cancellation after the grace), frames freed when the
+// io_context is destroyed, options. Real sockets on 127.0.0.1, every timer of
+// the server on a manual_clock: the tests move virtual time and wait only
+// for conditions (with an iteration cap), never for a duration.
+#include "support.hpp"
+
+#include <resilience/error.hpp>
+#include <resilience/http/server.hpp>
+#include <resilience/testing/manual_clock.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace rhttp = resilience::http;
+using asio::ip::tcp;
+using boost::system::error_code;
+using resilience::context;
+using resilience::duration;
+using resilience::time_point;
+using resilience::testing::manual_clock;
+using resilience::test::completion;
+using resilience::test::live;
+using resilience::test::spawn;
+
+BOOST_TEST_DONT_PRINT_LOG_VALUE(resilience::http::client_phase)
+
+namespace {
+
+using response = bhttp::response<bhttp::string_body>;
+
+struct fixture;
+
+// Answers by target: /hello at once; /gate once the test opens the gate;
+// /downstream after a one-hour wait on the virtual clock (a call that the
+// deadline must cut short); /throw throws.
+struct test_handler {
+  fixture* f;
+  asio::awaitable<response> operator()(rhttp::server_request req, const context& ctx) const;
+};
+using test_server = rhttp::server<test_handler, manual_clock>;
+
+struct fixture {
+  manual_clock clock;
+  // What the server reported.
+  std::vector<unsigned> finished;
+  std::vector<rhttp::client_phase> slow;
+  std::vector<std::uint32_t> shed;
+  std::vector<time_point> deadlines_exceeded;
+  // What the handler saw.
+  int calls = 0;
+  std::vector<time_point> handler_deadlines;
+  std::vector<error_code> downstream;
+  bool gate_open = false;
+
+  // Declared so that the io_context goes before the server (its frames give
+  // their slots back to it) and the sockets before the io_context.
+  std::optional<test_server> server;
+  std::optional<asio::io_context> io{std::in_place};
+  std::optional<tcp::acceptor> acceptor;
+  std::optional<asio::steady_timer> gate;  // never expires: cancelled to open
+  completion<void> run_done;
+  tcp::endpoint listening;  // kept: a drained acceptor is closed
+  asio::cancellation_signal run_cancel;
+
+  fixture() { live::ops = 0; }
+
+  rhttp::server_options options() {
+    return rhttp::server_options{}
+        .on_request_finished([this](const rhttp::request_finished& r) { finished.push_back(r.status); })
+        .on_slow_client([this](rhttp::client_phase p) { slow.push_back(p); })
+        .on_shed([this](std::uint32_t n) { shed.push_back(n); })
+        .on_deadline_exceeded([this](time_point d) { deadlines_exceeded.push_back(d); });
+  }
+
+  void start(rhttp::server_options o) {
+    server.emplace(test_handler{this}, std::move(o), clock);
+    acceptor.emplace(*io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    listening = acceptor->local_endpoint();
+    gate.emplace(*io, asio::steady_timer::time_point::max());
+    spawn(*io, server->run(*acceptor), run_done, &run_cancel);
+    drive([] { return false; }, 5);  // run() up to its first accept
+  }
+
+  tcp::endpoint endpoint() const { return listening; }
+
+  void open_gate() {
+    gate_open = true;
+    gate->cancel();
+  }
+
+  // Runs handlers until `done()`, waiting for the sockets when nothing is
+  // ready. Loopback traffic arrives in microseconds; the cap only keeps a
+  // failing test from hanging.
+  template <class Pred>
+  bool drive(Pred done, int cap = 5000) {
+    for (int i = 0; i < cap && !done(); ++i) {
+      if (io->stopped()) io->restart();
+      if (io->poll_one() == 0) io->run_one_for(std::chrono::milliseconds(1));
+    }
+    return done();
+  }
+  // Drives until the server has armed a timer for `at` (its next expiry):
+  // virtual time must not move before the bound it is meant to pass exists.
+  bool armed(time_point at) {
+    return drive([&] { return clock.next_expiry() == at; });
+  }
+  // Lets every ready handler and socket event run (for "nothing more happens").
+  void settle() {
+    for (int i = 0; i < 50; ++i) {
+      if (io->stopped()) io->restart();
+      io->run_for(std::chrono::milliseconds(1));
+    }
+  }
+
+  // Moves virtual time; what falls due runs once the io_context runs.
+  void advance(duration d) { clock.advance(d); }
+};
+
+asio::awaitable<response> test_handler::operator()(rhttp::server_request req, const context& ctx) const {
+  live frame(live::ops);
+  ++f->calls;
+  f->handler_deadlines.push_back(ctx.deadline);
+  response res{bhttp::status::ok, req.version()};
+  if (req.target() == "/gate") {
+    auto [ec] = co_await f->gate->async_wait(asio::as_tuple(asio::use_awaitable));
+    if (!f->gate_open) throw boost::system::system_error(ec);
+  } else if (req.target() == "/downstream") {
+    auto timer = f->clock.make_timer(co_await asio::this_coro::executor);
+    timer.expires_after(1h);
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    f->downstream.push_back(ec);
+    if (ec) throw boost::system::system_error(ec);
+  } else if (req.target() == "/big") {  // more than any socket buffer holds
+    res.body().assign(16 * 1024 * 1024, 'b');
+    res.prepare_payload();
+    co_return res;
+  } else if (req.target() == "/throw") {
+    throw std::runtime_error("handler failed");
+  }
+  res.body() = "hello";
+  res.prepare_payload();
+  co_return res;
+}
+
+// A client on a real socket: writes raw bytes, reads responses.
+struct client {
+  tcp::socket socket;
+  beast::flat_buffer buffer;
+  std::vector<response> responses;
+  error_code read_error;  // why the last read ended without a response
+  int reads = 0;
+
+  explicit client(fixture& f) : socket(*f.io) { socket.connect(f.endpoint()); }
+
+  void send(const std::string& raw) { asio::write(socket, asio::buffer(raw)); }
+
+  // Reads one response (or the end of the connection) in the background.
+  void read(fixture& f) {
+    asio::co_spawn(*f.io, read_one(), asio::detached);
+  }
+  asio::awaitable<void> read_one() {
+    response res;
+    auto [ec, n] = co_await bhttp::async_read(socket, buffer, res, asio::as_tuple(asio::use_awaitable));
+    (void)n;
+    if (ec) {
+      read_error = ec;
+    } else {
+      responses.push_back(std::move(res));
+    }
+    ++reads;
+  }
+  // The connection was closed by the server (eof, or reset).
+  bool closed() const { return reads > 0 && read_error && read_error != asio::error::operation_aborted; }
+};
+
+std::string get(const std::string& target, const std::string& extra = {}) {
+  return "GET " + target + " HTTP/1.1\r\nHost: test\r\n" + extra + "\r\n";
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(http_server, fixture)
+
+BOOST_AUTO_TEST_CASE(answers_and_reuses_a_kept_alive_connection) {
+  start(options());
+  client c(*this);
+  c.send(get("/hello"));
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
+  BOOST_REQUIRE_EQUAL(c.responses.size(), 1u);
+  BOOST_TEST(c.responses[0].result_int() == 200u);
+  BOOST_TEST(c.responses[0].body() == "hello");
+  BOOST_TEST(c.responses[0].keep_alive());
+  BOOST_TEST(server->connections() == 1u);
+
+  c.send(get("/hello"));  // the same connection
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return c.reads == 2; }));
+  BOOST_REQUIRE_EQUAL(c.responses.size(), 2u);
+  BOOST_TEST(c.responses[1].result_int() == 200u);
+  BOOST_TEST(server->connections() == 1u);
+  BOOST_TEST(calls == 2);
+  BOOST_TEST(finished == (std::vector<unsigned>{200, 200}), boost::test_tools::per_element());
+
+  // Connection: close is honoured: the server closes after answering.
+  c.send(get("/hello", "Connection: close\r\n"));
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return c.reads == 3; }));
+  BOOST_TEST(!c.responses.back().keep_alive());
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return c.reads == 4; }));
+  BOOST_TEST(c.closed());
+  BOOST_TEST(drive([&] { return server->connections() == 0; }));
+}
+
+BOOST_AUTO_TEST_CASE(a_passed_deadline_answers_504_and_cancels_the_downstream_wait) {
+  start(options());
+  client c(*this);
+  const time_point sent_at = clock.now();
+  c.send(get("/downstream", "grpc-timeout: 100m\r\n"));
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return calls == 1; }));
+  BOOST_REQUIRE_EQUAL(handler_deadlines.size(), 1u);
+  BOOST_TEST((handler_deadlines[0] == sent_at + 100ms), "the handler's deadline is the client's");
+  BOOST_TEST(live::ops == 1);
+
+  advance(99ms);
+  settle();
+  BOOST_TEST(c.reads == 0, "answered before the deadline");
+
+  advance(1ms);
+  BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
+  BOOST_REQUIRE_EQUAL(c.responses.size(), 1u);
+  BOOST_TEST(c.responses[0].result_int() == 504u);
+  BOOST_REQUIRE_EQUAL(downstream.size(), 1u);
+  BOOST_TEST(downstream[0] == asio::error::operation_aborted, "the downstream wait saw the cancellation");
+  BOOST_TEST(live::ops == 0);
+  BOOST_TEST(deadlines_exceeded.size() == 1u);
+  BOOST_TEST(finished == (std::vector<unsigned>{504}), boost::test_tools::per_element());
+  BOOST_TEST(server->in_flight() == 0u);
+
+  // The connection stays usable.
+  c.send(get("/hello"));
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return c.reads == 2; }));
+  BOOST_TEST(c.responses.back().result_int() == 200u);
+}
+
+BOOST_AUTO_TEST_CASE(a_handler_done_before_its_deadline_answers_normally) {
+  start(options().inbound_deadline(rhttp::deadline_header::milliseconds("x-timeout-ms")));
+  client c(*this);
+  const time_point sent_at = clock.now();
+  c.send(get("/gate", "x-timeout-ms: 5000\r\n"));
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return calls == 1; }));
+  BOOST_TEST((handler_deadlines[0] == sent_at + 5s));
+  advance(4s);
+  settle();
+  open_gate();
+  BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
+  BOOST_REQUIRE_EQUAL(c.responses.size(), 1u);
+  BOOST_TEST(c.responses[0].result_int() == 200u);
+  BOOST_TEST(deadlines_exceeded.empty());
+  // Its deadline timer is gone: time past it changes nothing.
+  advance(10s);
+  settle();
+  BOOST_TEST(c.reads == 1);
+  BOOST_TEST(server->connections() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(max_deadline_caps_the_clients_and_bounds_requests_without_one) {
+  start(options().max_deadline(50ms));
+  client a(*this);
+  client b(*this);
+  const time_point sent_at = clock.now();
+  a.send(get("/downstream", "grpc-timeout: 10S\r\n"));
+  b.send(get("/downstream"));
+  a.read(*this);
+  b.read(*this);
+  BOOST_REQUIRE(drive([&] { return calls == 2; }));
+  BOOST_TEST((handler_deadlines[0] == sent_at + 50ms));
+  BOOST_TEST((handler_deadlines[1] == sent_at + 50ms));
+  advance(50ms);
+  BOOST_REQUIRE(drive([&] { return a.reads == 1 && b.reads == 1; }));
+  BOOST_TEST(a.responses.at(0).result_int() == 504u);
+  BOOST_TEST(b.responses.at(0).result_int() == 504u);
+}
+
+BOOST_AUTO_TEST_CASE(a_deadline_already_passed_answers_504_without_calling_the_handler) {
+  start(options());
+  client c(*this);
+  c.send(get("/hello", "grpc-timeout: 0n\r\n"));
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
+  BOOST_TEST(c.responses.at(0).result_int() == 504u);
+  BOOST_TEST(calls == 0);
+  // A malformed header is no deadline at all.
+  c.send(get("/hello", "grpc-timeout: soon\r\n"));
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return c.reads == 2; }));
+  BOOST_TEST(c.responses.at(1).result_int() == 200u);
+  BOOST_TEST((handler_deadlines.at(0) == time_point::max()));
+}
+
+BOOST_AUTO_TEST_CASE(a_handler_exception_answers_500) {
+  start(options());
+  client c(*this);
+  c.send(get("/throw"));
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
+  BOOST_TEST(c.responses.at(0).result_int() == 500u);
+  BOOST_TEST(server->in_flight() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_full_server_sheds_with_503_and_retry_after_at_once) {
+  start(options().max_concurrent(2).retry_after(std::chrono::seconds(7)));
+  client a(*this), b(*this), c(*this);
+  a.send(get("/gate"));
+  b.send(get("/gate"));
+  a.read(*this);
+  b.read(*this);
+  BOOST_REQUIRE(drive([&] { return calls == 2; }));
+  BOOST_TEST(server->in_flight() == 2u);
+
+  c.send(get("/gate"));
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return c.reads == 1; }));  // no time passes: answered at once
+  BOOST_REQUIRE_EQUAL(c.responses.size(), 1u);
+  BOOST_TEST(c.responses[0].result_int() == 503u);
+  BOOST_TEST(c.responses[0][bhttp::field::retry_after] == "7");
+  BOOST_TEST(calls == 2, "a shed request never reaches the handler");
+  BOOST_TEST(shed == (std::vector<std::uint32_t>{2}), boost::test_tools::per_element());
+  BOOST_TEST(a.reads == 0);
+
+  open_gate();
+  BOOST_REQUIRE(drive([&] { return a.reads == 1 && b.reads == 1; }));
+  BOOST_TEST(a.responses.at(0).result_int() == 200u);
+  BOOST_TEST(b.responses.at(0).result_int() == 200u);
+  BOOST_TEST(server->in_flight() == 0u, "every slot given back");
+
+  // The shed connection is still open, and now gets through.
+  c.send(get("/hello"));
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return c.reads == 2; }));
+  BOOST_TEST(c.responses.at(1).result_int() == 200u);
+}
+
+BOOST_AUTO_TEST_CASE(guarded_handler_alone_sheds_and_bounds_without_sockets) {
+  start(options());  // only for the io_context and the gate
+  rhttp::guarded_handler guarded{test_handler{this}, options().max_concurrent(1), clock};
+  rhttp::server_request held{bhttp::verb::get, "/gate", 11};
+  rhttp::server_request second{bhttp::verb::get, "/hello", 11};
+  completion<response> first_done, second_done;
+  spawn(*io, guarded(std::move(held)), first_done);
+  BOOST_REQUIRE(drive([&] { return calls == 1; }));
+  spawn(*io, guarded(std::move(second)), second_done);
+  BOOST_REQUIRE(drive([&] { return second_done.done(); }));
+  BOOST_TEST(second_done.value->result_int() == 503u);
+  BOOST_TEST((*second_done.value)[bhttp::field::retry_after] == "1");
+  BOOST_TEST(guarded.in_flight() == 1u);
+  open_gate();
+  BOOST_REQUIRE(drive([&] { return first_done.done(); }));
+  BOOST_TEST(first_done.value->result_int() == 200u);
+  BOOST_TEST(guarded.in_flight() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_caller_cancelling_a_guarded_call_gets_operation_aborted) {
+  start(options());
+  rhttp::guarded_handler guarded{test_handler{this}, options(), clock};
+  asio::cancellation_signal cancel;
+  completion<response> done;
+  spawn(*io, guarded(rhttp::server_request{bhttp::verb::get, "/downstream", 11}, context{}), done, &cancel);
+  BOOST_REQUIRE(drive([&] { return calls == 1; }));
+  cancel.emit(asio::cancellation_type::terminal);
+  BOOST_REQUIRE(drive([&] { return done.done(); }));
+  BOOST_TEST(done.times == 1);
+  BOOST_CHECK_EXCEPTION(resilience::test::rethrow(done), boost::system::system_error,
+                        [](const auto& e) { return e.code() == asio::error::operation_aborted; });
+  BOOST_TEST(guarded.in_flight() == 0u);
+  BOOST_TEST(live::ops == 0);
+  BOOST_TEST(finished == (std::vector<unsigned>{0}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_slow_loris_is_dropped_after_the_header_timeout) {
+  start(options().header_read_timeout(2s));
+  client c(*this);
+  const time_point connected_at = clock.now();
+  c.send("GET /hello HTTP/1.1\r\nHost: test\r\nX-Slow: ");  // and then nothing
+  c.read(*this);
+  BOOST_REQUIRE(armed(connected_at + 2s));
+  BOOST_TEST(server->connections() == 1u);
+  advance(1999ms);
+  settle();
+  BOOST_TEST(c.reads == 0);
+  advance(1ms);
+  BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
+  BOOST_TEST(c.closed(), "closed without an answer");
+  BOOST_TEST(c.responses.empty());
+  BOOST_TEST(slow == (std::vector<rhttp::client_phase>{rhttp::client_phase::header}),
+             boost::test_tools::per_element());
+  BOOST_TEST(drive([&] { return server->connections() == 0; }));
+  BOOST_TEST(calls == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_client_stalling_its_body_is_dropped_after_the_body_timeout) {
+  start(options().body_read_timeout(3s));
+  client c(*this);
+  const time_point header_at = clock.now();
+  c.send("POST /hello HTTP/1.1\r\nHost: test\r\nContent-Length: 10\r\n\r\nabc");
+  c.read(*this);
+  BOOST_REQUIRE(armed(header_at + 3s));  // the body's bound, once the header is in
+  advance(2s);
+  settle();
+  BOOST_TEST(c.reads == 0);
+  advance(1s);
+  BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
+  BOOST_TEST(c.closed());
+  BOOST_TEST(slow == (std::vector<rhttp::client_phase>{rhttp::client_phase::body}), boost::test_tools::per_element());
+  BOOST_TEST(calls == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_client_that_does_not_read_its_response_is_dropped_after_the_write_timeout) {
+  start(options().write_timeout(4s));
+  client c(*this);
+  c.socket.set_option(asio::socket_base::receive_buffer_size(4096));
+  c.send(get("/big"));  // and never read
+  BOOST_REQUIRE(drive([&] { return calls == 1; }));
+  BOOST_REQUIRE(armed(clock.now() + 4s));
+  advance(3s);
+  settle();
+  BOOST_TEST(server->connections() == 1u);
+  advance(1s);
+  BOOST_REQUIRE(drive([&] { return server->connections() == 0u; }));
+  BOOST_TEST(slow == (std::vector<rhttp::client_phase>{rhttp::client_phase::write}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(an_idle_kept_alive_connection_is_closed_after_the_idle_timeout) {
+  start(options().idle_timeout(30s).header_read_timeout(1s));
+  client c(*this);
+  c.send(get("/hello"));
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
+  BOOST_REQUIRE(armed(clock.now() + 30s));
+  // Idle: the header timeout does not apply before the next request starts.
+  advance(29s);
+  settle();
+  BOOST_TEST(server->connections() == 1u);
+  c.read(*this);
+  advance(1s);
+  BOOST_REQUIRE(drive([&] { return c.reads == 2; }));
+  BOOST_TEST(c.closed());
+  BOOST_TEST(slow.empty(), "an idle client is not a slow one");
+}
+
+BOOST_AUTO_TEST_CASE(an_oversized_header_answers_431_and_closes) {
+  start(options().max_header_bytes(256));
+  client c(*this);
+  c.send(get("/hello", "X-Big: " + std::string(1000, 'x') + "\r\n"));
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
+  BOOST_REQUIRE_EQUAL(c.responses.size(), 1u);
+  BOOST_TEST(c.responses[0].result_int() == 431u);
+  BOOST_TEST(!c.responses[0].keep_alive());
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return c.reads == 2; }));
+  BOOST_TEST(c.closed());
+  BOOST_TEST(calls == 0);
+}
+
+BOOST_AUTO_TEST_CASE(an_oversized_body_answers_413_by_length_or_as_it_arrives) {
+  start(options().max_body_bytes(16));
+  client declared(*this);
+  declared.send("POST /hello HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\n");
+  declared.read(*this);
+  BOOST_REQUIRE(drive([&] { return declared.reads == 1; }));
+  BOOST_TEST(declared.responses.at(0).result_int() == 413u);
+
+  client chunked(*this);
+  chunked.send("POST /hello HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n20\r\n" +
+               std::string(32, 'y') + "\r\n0\r\n\r\n");
+  chunked.read(*this);
+  BOOST_REQUIRE(drive([&] { return chunked.reads == 1; }));
+  BOOST_TEST(chunked.responses.at(0).result_int() == 413u);
+
+  client fits(*this);
+  fits.send("POST /hello HTTP/1.1\r\nHost: test\r\nContent-Length: 16\r\n\r\n" + std::string(16, 'z'));
+  fits.read(*this);
+  BOOST_REQUIRE(drive([&] { return fits.reads == 1; }));
+  BOOST_TEST(fits.responses.at(0).result_int() == 200u);
+  BOOST_TEST(calls == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_malformed_request_answers_400) {
+  start(options());
+  client c(*this);
+  c.send("NOT HTTP AT ALL\r\n\r\n");
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
+  BOOST_TEST(c.responses.at(0).result_int() == 400u);
+}
+
+BOOST_AUTO_TEST_CASE(drain_lets_requests_in_progress_finish_and_refuses_new_connections) {
+  start(options().drain_grace(5s));
+  client busy(*this), idle(*this);
+  idle.send(get("/hello"));
+  idle.read(*this);
+  BOOST_REQUIRE(drive([&] { return idle.reads == 1; }));
+  busy.send(get("/gate"));
+  busy.read(*this);
+  BOOST_REQUIRE(drive([&] { return calls == 2; }));
+
+  server->drain();
+  idle.read(*this);
+  BOOST_REQUIRE(drive([&] { return idle.reads == 2; }));
+  BOOST_TEST(idle.closed(), "an idle connection is closed at once");
+  tcp::socket late(*io);
+  error_code refused;
+  late.connect(endpoint(), refused);
+  BOOST_TEST(refused == asio::error::connection_refused);
+  BOOST_TEST(!run_done.done());
+
+  advance(4s);
+  open_gate();
+  BOOST_REQUIRE(drive([&] { return busy.reads == 1; }));
+  BOOST_TEST(busy.responses.at(0).result_int() == 200u);
+  BOOST_TEST(!busy.responses.at(0).keep_alive(), "told that the connection closes");
+  BOOST_REQUIRE(drive([&] { return run_done.done(); }));
+  BOOST_TEST(!run_done.exception);
+  BOOST_TEST(server->connections() == 0u);
+  BOOST_TEST(live::ops == 0);
+}
+
+BOOST_AUTO_TEST_CASE(drain_cancels_what_is_left_after_the_grace) {
+  start(options().drain_grace(5s));
+  client held(*this);
+  held.send(get("/downstream"));
+  held.read(*this);
+  BOOST_REQUIRE(drive([&] { return calls == 1; }));
+  server->drain();
+  advance(4999ms);
+  settle();
+  BOOST_TEST(downstream.empty());
+  BOOST_TEST(!run_done.done());
+  advance(1ms);
+  BOOST_REQUIRE(drive([&] { return run_done.done(); }));
+  BOOST_TEST(!run_done.exception);
+  BOOST_REQUIRE_EQUAL(downstream.size(), 1u);
+  BOOST_TEST(downstream[0] == asio::error::operation_aborted);
+  BOOST_REQUIRE(drive([&] { return held.reads == 1; }));
+  BOOST_TEST(held.closed(), "no answer: the request was cancelled");
+  BOOST_TEST(live::ops == 0);
+  BOOST_TEST(server->in_flight() == 0u);
+  BOOST_TEST(finished == (std::vector<unsigned>{0}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(after_the_grace_a_drain_closes_connections_stalled_in_any_phase) {
+  start(options().drain_grace(2s));
+  client loris(*this), body(*this), held(*this);
+  loris.send("GET /hello HTTP/1.1\r\nHo");
+  body.send("POST /hello HTTP/1.1\r\nHost: test\r\nContent-Length: 10\r\n\r\nab");
+  held.send(get("/downstream"));
+  loris.read(*this);
+  body.read(*this);
+  held.read(*this);
+  // Each connection has its bound armed, and the handler its downstream wait.
+  BOOST_REQUIRE(drive([&] { return calls == 1 && server->connections() == 3u && clock.pending() == 3u; }));
+  server->drain();
+  settle();
+  BOOST_TEST(loris.reads + body.reads + held.reads == 0, "all three have their grace");
+  advance(2s);
+  BOOST_REQUIRE(drive([&] { return run_done.done(); }));
+  BOOST_REQUIRE(drive([&] { return loris.reads == 1 && body.reads == 1 && held.reads == 1; }));
+  BOOST_TEST(loris.closed());
+  BOOST_TEST(body.closed());
+  BOOST_TEST(held.closed());
+  BOOST_TEST(slow.empty(), "drained, not dropped as slow");
+  BOOST_TEST(live::ops == 0);
+  BOOST_TEST(server->connections() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(cancelling_run_drains_and_a_second_cancellation_ends_the_grace) {
+  start(options().drain_grace(1h));
+  client held(*this);
+  held.send(get("/downstream"));
+  held.read(*this);
+  BOOST_REQUIRE(drive([&] { return calls == 1; }));
+  run_cancel.emit(asio::cancellation_type::terminal);
+  BOOST_REQUIRE(drive([&] { return server->draining(); }));
+  settle();
+  BOOST_TEST(!run_done.done(), "the request in progress has its grace");
+  run_cancel.emit(asio::cancellation_type::terminal);
+  BOOST_REQUIRE(drive([&] { return run_done.done(); }));
+  BOOST_TEST(run_done.times == 1);
+  BOOST_REQUIRE_EQUAL(downstream.size(), 1u);
+  BOOST_TEST(downstream[0] == asio::error::operation_aborted);
+  BOOST_TEST(live::ops == 0);
+}
+
+BOOST_AUTO_TEST_CASE(drain_before_any_connection_ends_run_at_once) {
+  start(options());
+  server->drain();
+  BOOST_REQUIRE(drive([&] { return run_done.done(); }));
+  BOOST_TEST(!run_done.exception);
+  server->drain();  // again: nothing
+}
+
+BOOST_AUTO_TEST_CASE(destroying_the_io_context_mid_call_frees_every_frame_and_slot) {
+  start(options().max_concurrent(8));
+  client gated(*this), waiting(*this), loris(*this);
+  gated.send(get("/gate"));
+  waiting.send(get("/downstream", "grpc-timeout: 1S\r\n"));
+  loris.send("GET /hel");
+  BOOST_REQUIRE(drive([&] { return calls == 2; }));
+  BOOST_TEST(live::ops == 2);
+  BOOST_TEST(server->in_flight() == 2u);
+  gated.socket.close();
+  waiting.socket.close();
+  loris.socket.close();
+  gate.reset();
+  acceptor.reset();
+  io.reset();
+  BOOST_TEST(live::ops == 0, "handler frames left after the context was destroyed");
+  BOOST_TEST(server->in_flight() == 0u, "slots left taken");
+  BOOST_TEST(!run_done.done(), "handlers are destroyed uncalled");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(http_server_options)
+
+BOOST_AUTO_TEST_CASE(bad_values_are_refused_naming_the_field) {
+  using rhttp::server_options;
+  const auto refused = [](auto make, const std::string& field) {
+    try {
+      make();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what()).find(field) != std::string::npos;
+    }
+    return false;
+  };
+  BOOST_TEST(refused([] { return server_options{}.max_concurrent(0); }, "max_concurrent"));
+  BOOST_TEST(refused([] { return server_options{}.max_concurrent(0x80000000u); }, "max_concurrent"));
+  BOOST_TEST(refused([] { return server_options{}.retry_after(std::chrono::seconds(-1)); }, "retry_after"));
+  BOOST_TEST(refused([] { return server_options{}.max_deadline(0s); }, "max_deadline"));
+  BOOST_TEST(refused([] { return server_options{}.header_read_timeout(0s); }, "header_read_timeout"));
+  BOOST_TEST(refused([] { return server_options{}.body_read_timeout(-1s); }, "body_read_timeout"));
+  BOOST_TEST(refused([] { return server_options{}.write_timeout(0s); }, "write_timeout"));
+  BOOST_TEST(refused([] { return server_options{}.idle_timeout(0s); }, "idle_timeout"));
+  BOOST_TEST(refused([] { return server_options{}.max_header_bytes(0); }, "max_header_bytes"));
+  BOOST_TEST(refused([] { return server_options{}.max_header_bytes(std::uint64_t{1} << 32); }, "max_header_bytes"));
+  BOOST_TEST(refused([] { return server_options{}.max_connections(0); }, "max_connections"));
+  BOOST_TEST(refused([] { return server_options{}.drain_grace(-1s); }, "drain_grace"));
+
+  const auto o = server_options{}.retry_after(std::chrono::seconds(0)).drain_grace(0s).max_body_bytes(0)
+                     .max_deadline(duration::max());
+  BOOST_TEST(o.retry_after().count() == 0);
+  BOOST_TEST(o.max_body_bytes() == 0u);
+  BOOST_TEST(server_options{}.max_concurrent() == 100u);
+  BOOST_TEST(server_options{}.inbound_deadline().is_grpc_timeout());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
