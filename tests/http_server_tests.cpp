@@ -8,7 +8,11 @@
 #include "support.hpp"
 
 #include <resilience/error.hpp>
+#include <resilience/http/metrics_page.hpp>
 #include <resilience/http/server.hpp>
+#include <resilience/metrics.hpp>
+#include <resilience/prometheus.hpp>
+#include <resilience/retry.hpp>
 #include <resilience/testing/manual_clock.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -676,6 +680,55 @@ BOOST_AUTO_TEST_CASE(bad_values_are_refused_naming_the_field) {
   BOOST_TEST(o.max_body_bytes() == 0u);
   BOOST_TEST(server_options{}.max_concurrent() == 100u);
   BOOST_TEST(server_options{}.inbound_deadline().is_grpc_timeout());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(http_metrics_page)
+
+BOOST_AUTO_TEST_CASE(the_page_is_served_at_its_path_and_everything_else_goes_to_the_handler) {
+  resilience::metrics telemetry;
+  const auto retries = telemetry.retry_events("backend", "retry");
+  const auto failed = resilience::outcome<int>::from_error(asio::error::connection_reset);
+  retries(resilience::retry_event<int>{1, 3, failed, std::chrono::milliseconds(100), std::chrono::milliseconds(50)});
+  int handled = 0;
+  const auto page = rhttp::with_metrics_page(
+      telemetry, "/internal/metrics",
+      [&](rhttp::server_request req, const context&) -> asio::awaitable<response> {
+        ++handled;
+        response res{bhttp::status::not_found, req.version()};
+        co_return res;
+      });
+  asio::io_context io;
+  const auto ask = [&](bhttp::verb v, const char* target) {
+    completion<response> done;
+    spawn(io, page(rhttp::server_request{v, target, 11}, context{}), done);
+    io.restart();
+    io.run();
+    BOOST_REQUIRE(done.value);
+    return *done.value;
+  };
+  const response got = ask(bhttp::verb::get, "/internal/metrics?name=x");
+  BOOST_TEST(got.result_int() == 200u);
+  BOOST_TEST(got[bhttp::field::content_type] == resilience::prometheus_content_type);
+  BOOST_TEST(got.body() == resilience::prometheus_text(telemetry));
+  BOOST_TEST(got.body().find("resilience_strategy_events_total") != std::string::npos, got.body());
+  const response head = ask(bhttp::verb::head, "/internal/metrics");
+  BOOST_TEST(head.result_int() == 200u);
+  BOOST_TEST(head.body().empty());
+  BOOST_TEST(handled == 0);
+  BOOST_TEST(ask(bhttp::verb::get, "/internal/metrics/more").result_int() == 404u);
+  BOOST_TEST(ask(bhttp::verb::post, "/internal/metrics").result_int() == 404u);
+  BOOST_TEST(ask(bhttp::verb::get, "/").result_int() == 404u);
+  BOOST_TEST(handled == 3);
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_path_is_refused) {
+  resilience::metrics telemetry;
+  const auto handler = [](rhttp::server_request, const context&) -> asio::awaitable<response> { co_return response{}; };
+  BOOST_CHECK_THROW(rhttp::with_metrics_page(telemetry, "", handler), std::invalid_argument);
+  BOOST_CHECK_THROW(rhttp::with_metrics_page(telemetry, "metrics", handler), std::invalid_argument);
+  BOOST_CHECK_THROW(rhttp::with_metrics_page(telemetry, "/metrics?x", handler), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
