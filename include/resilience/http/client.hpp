@@ -1,0 +1,389 @@
+// resilience/http/client.hpp — an HTTP/1.1 client (Beast) with the library's
+// strategies around every request.
+//
+//   namespace http = boost::beast::http;
+//   resilience::http::client client;  // client_options::standard()
+//   http::request<http::empty_body> req{http::verb::get, "/v1/items", 11};
+//   auto res = co_await client.request(resilience::http::endpoint::https("api.example.com"), std::move(req));
+//   if (!res) log(res.error().message());        // the last failure, or timeout, circuit_open...
+//   else if (res->result() == http::status::ok) use(res->body());
+//   // a body of your choosing:  client.request<http::dynamic_body>(to, req)
+//
+// Each request runs through, outermost first:
+//   total deadline   total_timeout() for the whole call, attempts and waits
+//                    included, tightened by request_options::deadline();
+//   retry            http::classifier with idempotency: a request that may have
+//                    been sent is repeated only if idempotent (is_idempotent(),
+//                    or request_options::idempotent()); Retry-After on a 429 or
+//                    503 is honoured up to max_retry_after(), else the backoff;
+//   circuit breaker  one per endpoint key ("host:port[:tls]"), judging with
+//                    http::breaker_classifier (errors and 5xx; not 4xx); an
+//                    open one rejects without connecting (error::circuit_open,
+//                    not retried);
+//   attempt timeout  each attempt: a connection (reused, waited for, or
+//                    opened), the request written, the response read.
+// The result is boost::system::result<response>: a response of any status
+// (a 503 that retries did not cure is returned as is), or the error that
+// ended the call — the last attempt's own, or error::timeout,
+// deadline_exceeded, circuit_open, bulkhead_full (no connection and
+// wait_for_connection(false)). Cancelling the caller ends it with
+// operation_aborted. A TLS failure (an untrusted certificate) is never
+// retried.
+//
+// Before each attempt writes its first byte it marks
+// http::request_may_have_been_sent; each attempt sends the time left to the
+// server in deadline_header(), when one is set, less deadline_margin().
+// Connections are kept alive and reused per endpoint (connection_pool.hpp):
+// one whose exchange failed, timed out or was cancelled is closed, never
+// reused. The request is taken by value: the call keeps its own copy.
+//
+// The client must outlive its calls and cannot be copied; request() on a
+// temporary does not compile. It is thread-safe; a call runs on its caller's
+// executor (a strand on a multi-threaded io_context). Destroy it, or call
+// pool().close_idle(), before the io_context its connections were opened on.
+#pragma once
+
+#include <resilience/backoff.hpp>
+#include <resilience/breaker_options.hpp>
+#include <resilience/breaker_registry.hpp>
+#include <resilience/clock.hpp>
+#include <resilience/context.hpp>
+#include <resilience/deadline.hpp>
+#include <resilience/error.hpp>
+#include <resilience/http/classifier.hpp>
+#include <resilience/http/connection_pool.hpp>
+#include <resilience/http/deadline_header.hpp>
+#include <resilience/http/retry_after_delay.hpp>
+#include <resilience/pipeline.hpp>
+#include <resilience/properties.hpp>
+#include <resilience/retry.hpp>
+#include <resilience/timeout.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http/field.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/system/result.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace resilience::http {
+
+// What on_retry reports, once per retry, before its wait.
+struct client_retry_event {
+  std::uint32_t attempt;  // the attempt that failed, 1-based
+  duration delay;         // the wait before the next one
+  error_code error;       // its error, if it ended with one
+  unsigned status;        // its response's status, 0 without a response
+};
+
+class client_options {
+ public:
+  // What client_options{} holds, named: the defaults below.
+  static client_options standard() { return {}; }
+
+  // The whole call: positive, or duration::max() for none. 30 s.
+  client_options total_timeout(duration d) const {
+    if (d <= duration::zero()) throw std::invalid_argument("http::client_options::total_timeout: must be positive");
+    auto o = *this;
+    o.total_ = d;
+    return o;
+  }
+  // Each attempt: positive, at most total_timeout() (checked when a client
+  // is built). 10 s.
+  client_options attempt_timeout(duration d) const {
+    if (d <= duration::zero()) throw std::invalid_argument("http::client_options::attempt_timeout: must be positive");
+    auto o = *this;
+    o.attempt_ = d;
+    return o;
+  }
+  // Retries after the first attempt: 0 (none) to 100. 3.
+  client_options max_retries(std::uint32_t n) const {
+    if (n > 100) throw std::invalid_argument("http::client_options::max_retries: must be at most 100");
+    auto o = *this;
+    o.retries_ = n;
+    return o;
+  }
+  // The waits between attempts when the server names none. Exponential from
+  // 2 s, doubling, capped at 30 s, with full jitter.
+  client_options backoff(const resilience::backoff& b) const {
+    auto o = *this;
+    o.backoff_ = b;
+    return o;
+  }
+  // The longest Retry-After honoured; a longer one is cut to it (and a wait
+  // past the total deadline is not waited: the call ends with the response).
+  // Positive. 30 s.
+  client_options max_retry_after(duration d) const {
+    auto o = *this;
+    o.retry_after_ = o.retry_after_.max_retry_after(d);  // validates
+    return o;
+  }
+  // Which statuses and network errors are retried. http::classifier{}:
+  // 408, 429, 500, 502, 503, 504, and the transient network errors.
+  client_options retry_classifier(http::classifier c) const {
+    auto o = *this;
+    o.classifier_ = std::move(c);
+    return o;
+  }
+  // Every endpoint's breaker: opens when 10% of the calls of the last 30 s
+  // failed, once there were 100 of them, for 5 s.
+  client_options breaker(breaker_options b) const {
+    auto o = *this;
+    o.breaker_ = std::move(b);
+    return o;
+  }
+  client_options breaker_limits(breaker_registry_options r) const {
+    auto o = *this;
+    o.breaker_limits_ = r;
+    return o;
+  }
+  // The header each attempt sends its time left in (grpc-timeout, or a
+  // milliseconds header); none by default: a header a server does not know
+  // tells it nothing, and it tells every server your timeouts.
+  client_options deadline_header(http::deadline_header h) const {
+    auto o = *this;
+    o.header_ = std::move(h);
+    return o;
+  }
+  // Taken off the time sent, for the response's way back: zero or more. 50 ms.
+  client_options deadline_margin(duration d) const {
+    if (d < duration::zero()) throw std::invalid_argument("http::client_options::deadline_margin: must not be negative");
+    auto o = *this;
+    o.margin_ = d;
+    return o;
+  }
+  // The largest response body read; a larger one ends the attempt with
+  // beast::http::error::body_limit (not retried). At least 1. 8 MiB.
+  client_options max_response_body(std::uint64_t bytes) const {
+    if (bytes == 0) throw std::invalid_argument("http::client_options::max_response_body: must be at least 1");
+    auto o = *this;
+    o.max_body_ = bytes;
+    return o;
+  }
+  client_options pool(connection_pool_options p) const {
+    auto o = *this;
+    o.pool_ = std::move(p);
+    return o;
+  }
+  // Runs on the calling coroutine's executor before each retry's wait. Must
+  // not throw.
+  client_options on_retry(std::function<void(const client_retry_event&)> f) const {
+    auto o = *this;
+    o.on_retry_ = std::move(f);
+    return o;
+  }
+
+  duration total_timeout() const noexcept { return total_; }
+  duration attempt_timeout() const noexcept { return attempt_; }
+  std::uint32_t max_retries() const noexcept { return retries_; }
+  const resilience::backoff& backoff() const noexcept { return backoff_; }
+  const retry_after_delay& retry_after() const noexcept { return retry_after_; }
+  const http::classifier& retry_classifier() const noexcept { return classifier_; }
+  const breaker_options& breaker() const noexcept { return breaker_; }
+  const breaker_registry_options& breaker_limits() const noexcept { return breaker_limits_; }
+  const std::optional<http::deadline_header>& deadline_header() const noexcept { return header_; }
+  duration deadline_margin() const noexcept { return margin_; }
+  std::uint64_t max_response_body() const noexcept { return max_body_; }
+  const connection_pool_options& pool() const noexcept { return pool_; }
+  const std::function<void(const client_retry_event&)>& on_retry() const noexcept { return on_retry_; }
+
+ private:
+  duration total_ = std::chrono::seconds(30);
+  duration attempt_ = std::chrono::seconds(10);
+  std::uint32_t retries_ = 3;
+  resilience::backoff backoff_ =
+      resilience::backoff::exponential(std::chrono::seconds(2), 2.0, std::chrono::seconds(30)).with_jitter(jitter::full);
+  retry_after_delay retry_after_ = retry_after_delay{}.max_retry_after(std::chrono::seconds(30));
+  http::classifier classifier_;
+  breaker_options breaker_ = breaker_options{}
+                                 .failure_ratio(0.1)
+                                 .minimum_calls(100)
+                                 .time_window(std::chrono::seconds(30))
+                                 .open_duration(std::chrono::seconds(5));
+  breaker_registry_options breaker_limits_;
+  std::optional<http::deadline_header> header_;
+  duration margin_ = std::chrono::milliseconds(50);
+  std::uint64_t max_body_ = 8u << 20;
+  connection_pool_options pool_;
+  std::function<void(const client_retry_event&)> on_retry_;
+};
+
+// For one call.
+class request_options {
+ public:
+  // Done by then, whatever total_timeout() allows (an inbound request's deadline).
+  request_options deadline(time_point at) const noexcept {
+    auto o = *this;
+    o.deadline_ = at;
+    return o;
+  }
+  // Whether repeating this request is harmless, instead of is_idempotent(req).
+  request_options idempotent(bool yes) const noexcept {
+    auto o = *this;
+    o.idempotent_ = yes;
+    return o;
+  }
+  time_point deadline() const noexcept { return deadline_; }
+  std::optional<bool> idempotent() const noexcept { return idempotent_; }
+
+ private:
+  time_point deadline_ = time_point::max();
+  std::optional<bool> idempotent_;
+};
+
+namespace detail {
+
+// Forwards retry events to client_options::on_retry.
+struct client_retry_hook {
+  const std::function<void(const client_retry_event&)>* report;
+
+  template <class T>
+  void operator()(const retry_event<T>& e) const {
+    if (!*report) return;
+    unsigned status = 0;
+    if constexpr (http::detail::carries_response<T>) {
+      if (const auto* r = http::detail::response_of(e.result)) status = r->result_int();
+    }
+    (*report)(client_retry_event{e.attempt, e.delay, e.result.error(), status});
+  }
+};
+
+template <class T>
+inline constexpr bool dependent_false = false;
+
+}  // namespace detail
+
+template <resilience::clock Clock = steady_clock>
+class basic_client {
+ public:
+  using clock_type = Clock;
+  template <class ResBody>
+  using response = boost::beast::http::response<ResBody>;
+  template <class ResBody>
+  using result = boost::system::result<response<ResBody>>;
+
+  // Contradictory options (an attempt timeout longer than the total) throw
+  // std::invalid_argument here.
+  explicit basic_client(client_options options = client_options::standard(), Clock clock = {})
+      : options_(checked(std::move(options))),
+        clock_(clock),
+        pool_(options_.pool(), clock),
+        breakers_(options_.breaker(), options_.breaker_limits(), clock),
+        total_(options_.total_timeout(), clock),
+        retry_(retry_policy{}
+                   .max_attempts(options_.max_retries() + 1)
+                   .backoff(options_.backoff())
+                   .retry_if(options_.retry_classifier())
+                   .on_retry(detail::client_retry_hook{&options_.on_retry()})
+                   .clock(clock)
+                   .delay_generator(options_.retry_after())),
+        attempt_(options_.attempt_timeout(), clock) {}
+
+  basic_client(const basic_client&) = delete;
+  basic_client& operator=(const basic_client&) = delete;
+
+  // Sends `req` to `to` (see the top of this header). The Host header is set
+  // from `to` when the request has none, and Content-Length from the body.
+  template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields>
+  boost::asio::awaitable<result<ResBody>> request(endpoint to, boost::beast::http::request<ReqBody, Fields> req,
+                                                  request_options options = {}) & {
+    return call<ResBody>(std::move(to), std::move(req), options);
+  }
+  template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields>
+  boost::asio::awaitable<result<ResBody>> request(endpoint, boost::beast::http::request<ReqBody, Fields>,
+                                                  request_options = {}) && {
+    static_assert(detail::dependent_false<ResBody>,
+                  "a client must outlive its calls: call request() on a named client, not a temporary");
+  }
+
+  basic_connection_pool<Clock>& pool() noexcept { return pool_; }
+  basic_breaker_registry<std::string, Clock>& breakers() noexcept { return breakers_; }
+  const client_options& options() const noexcept { return options_; }
+  const Clock& clock() const noexcept { return clock_; }
+
+ private:
+  using retry_type = basic_retry_policy<http::classifier, detail::client_retry_hook, Clock, retry_after_delay>;
+
+  static client_options checked(client_options o) {
+    if (o.attempt_timeout() > o.total_timeout())
+      throw std::invalid_argument(
+          "http::client_options::attempt_timeout: must not be longer than total_timeout (it could never fire)");
+    return o;
+  }
+
+  template <class ResBody, class ReqBody, class Fields>
+  boost::asio::awaitable<result<ResBody>> call(endpoint to, boost::beast::http::request<ReqBody, Fields> req,
+                                               request_options options) {
+    namespace bhttp = boost::beast::http;
+    if (req.find(bhttp::field::host) == req.end()) req.set(bhttp::field::host, to.authority());
+    req.prepare_payload();
+    properties props;
+    props.set(http::idempotent, options.idempotent().value_or(is_idempotent(req)));
+    context ctx = context{}.with(props);
+    ctx.deadline = options.deadline();
+    auto attempt_op = [&](const context& c) { return attempt<ResBody>(to, req, c); };
+    co_return co_await resilience::pipeline(std::cref(total_), std::cref(retry_),
+                                            breakers_.stage(to.key(), http::breaker_classifier{}),
+                                            std::cref(attempt_))(std::move(attempt_op), ctx);
+  }
+
+  template <class ResBody, class Request>
+  boost::asio::awaitable<result<ResBody>> attempt(const endpoint& to, Request& req, const context& ctx) {
+    namespace asio = boost::asio;
+    namespace bhttp = boost::beast::http;
+    ctx.set(request_may_have_been_sent, false);
+    // The wait for a connection needs no timer of its own: the attempt
+    // timeout around it ends it, with timeout or deadline_exceeded as due.
+    auto lease = co_await pool_.acquire(to);
+    if (!lease) co_return lease.error();
+    connection& conn = lease->conn();
+    if (const auto& header = options_.deadline_header()) {
+      // ctx.deadline is the attempt's own bound (the attempt timeout, or the
+      // total deadline if that comes first).
+      const time_point sent = ctx.deadline == time_point::max() ? ctx.deadline
+                                                                : saturating_add(ctx.deadline, -options_.deadline_margin());
+      header->write(req, sent, clock_.now());
+    }
+    ctx.set(request_may_have_been_sent, true);
+    auto [write_error, written] = co_await conn.visit(
+        [&](auto& stream) { return bhttp::async_write(stream, req, asio::as_tuple(asio::use_awaitable)); });
+    if (write_error) co_return write_error;
+    bhttp::response_parser<ResBody> parser;
+    parser.body_limit(options_.max_response_body());
+    auto [read_error, read] = co_await conn.visit([&](auto& stream) {
+      return bhttp::async_read(stream, conn.buffer(), parser, asio::as_tuple(asio::use_awaitable));
+    });
+    if (read_error) co_return read_error;
+    response<ResBody> res = parser.release();
+    if (res.keep_alive() && req.keep_alive()) {
+      lease->keep_alive(clock_.now());
+    } else {
+      lease->close(close_reason::not_reusable);
+    }
+    co_return res;
+  }
+
+  client_options options_;
+  Clock clock_;
+  basic_connection_pool<Clock> pool_;
+  basic_breaker_registry<std::string, Clock> breakers_;
+  basic_deadline_stage<Clock> total_;
+  retry_type retry_;
+  basic_timeout<Clock> attempt_;
+};
+
+using client = basic_client<>;
+
+}  // namespace resilience::http

@@ -1,0 +1,494 @@
+// resilience/http/connection_pool.hpp — kept-alive HTTP connections, per host.
+//
+//   using namespace std::chrono_literals;
+//   resilience::http::connection_pool pool{resilience::http::connection_pool_options{}
+//                                              .max_connections_per_host(4)   // a 5th caller waits
+//                                              .idle_timeout(30s)};
+//   auto lease = co_await pool.acquire(resilience::http::endpoint::https("api.example.com"), deadline);
+//   if (!lease) co_return lease.error();
+//   ...exchange one request and response on lease->stream()...
+//   lease->keep_alive(clock.now());  // only after a complete exchange the server kept open
+//   // the lease's end gives the connection back, or closes it
+//
+// One pool per endpoint key "host:port", "host:port:tls". A connection is
+// reused only when the lease that held it says keep_alive(): after a complete
+// exchange whose response did not say `Connection: close`. Every other end of
+// a lease — an error, a timeout or a cancellation (Beast's reads and writes
+// support only terminal cancellation: the stream is unusable after one), an
+// exception, a coroutine frame destroyed unresumed — closes the connection.
+// A reused connection is first checked for a peer that has closed it meanwhile
+// (a non-blocking peek); one found closed is replaced.
+//
+// Limits. At most max_connections_per_host() connections per key, idle or in
+// use. A caller finding them all in use waits, first come first served, until
+// one comes back or its deadline passes (error::deadline_exceeded), or is
+// cancelled (operation_aborted); with wait_for_connection(false) it ends at
+// once with error::bulkhead_full. A connection handed back goes straight to
+// the first waiter; a closed one leaves its place to it.
+//
+// Idle connections are closed once idle_timeout() has passed, when their key
+// is next used, or by close_expired() (from a periodic timer, say). Name
+// resolution is bounded by resolve_timeout() (error::timeout); an IP literal
+// is not resolved.
+//
+// Lifetimes. The pool must outlive every call made through it (it cannot be
+// copied, and acquire() on a temporary does not compile). A connection
+// belongs to the execution context of the call that opened it: call
+// close_idle() (or destroy the pool) before destroying that io_context.
+// Thread-safe; a connection is used by one call at a time.
+#pragma once
+
+#include <resilience/clock.hpp>
+#include <resilience/error.hpp>
+#include <resilience/timeout.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+#include <boost/system/result.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace resilience::http {
+
+// Where requests go: a host (name or IP literal), a port, plain or TLS.
+struct endpoint {
+  std::string host;
+  std::uint16_t port = 80;
+  bool tls = false;
+
+  static endpoint http(std::string host, std::uint16_t port = 80) { return {checked(std::move(host)), port, false}; }
+  static endpoint https(std::string host, std::uint16_t port = 443) { return {checked(std::move(host)), port, true}; }
+
+  // "host:port", or "host:port:tls": the key of its connections and of its
+  // circuit breaker.
+  std::string key() const;
+  // The Host header's value: the port only when not the scheme's default.
+  std::string authority() const;
+
+ private:
+  static std::string checked(std::string host) {
+    if (host.empty()) throw std::invalid_argument("http::endpoint: host must not be empty");
+    return host;
+  }
+};
+
+// Why a connection was closed, as on_closed reports it.
+enum class close_reason : std::uint8_t {
+  failed,        // an error, timeout, cancellation or exception during its exchange (or before it)
+  not_reusable,  // the response (or request) said Connection: close
+  peer_closed,   // found closed by the server when about to be reused
+  idle_timeout,  // idle for idle_timeout()
+  pool_closed,   // close_idle(), or the pool's destruction
+};
+
+class connection_pool_options {
+ public:
+  static constexpr std::uint32_t max_limit = 0xffff;
+
+  // Connections per endpoint key, idle or in use: 1 to 65535; 10 by default.
+  connection_pool_options max_connections_per_host(std::uint32_t n) const {
+    if (n < 1 || n > max_limit)
+      throw std::invalid_argument("connection_pool_options::max_connections_per_host: must be in [1, 65535]");
+    auto o = *this;
+    o.max_connections_ = n;
+    return o;
+  }
+  // How long a connection may sit idle before it is closed: positive; 60 s by
+  // default (servers commonly drop idle connections after a minute or more,
+  // and reusing one the server is closing fails the request).
+  connection_pool_options idle_timeout(duration d) const {
+    if (d <= duration::zero()) throw std::invalid_argument("connection_pool_options::idle_timeout: must be positive");
+    auto o = *this;
+    o.idle_timeout_ = d;
+    return o;
+  }
+  // The bound on name resolution: positive; 5 s by default.
+  connection_pool_options resolve_timeout(duration d) const {
+    if (d <= duration::zero())
+      throw std::invalid_argument("connection_pool_options::resolve_timeout: must be positive");
+    auto o = *this;
+    o.resolve_timeout_ = d;
+    return o;
+  }
+  // Whether a caller finding every connection in use waits (the default) or
+  // ends at once with error::bulkhead_full.
+  connection_pool_options wait_for_connection(bool wait) const {
+    auto o = *this;
+    o.wait_ = wait;
+    return o;
+  }
+  // The TLS settings for https endpoints. Null (the default): the system's
+  // trusted certificates. Peers are verified, with their host name, unless
+  // verify_peer(false).
+  connection_pool_options tls_context(std::shared_ptr<boost::asio::ssl::context> ctx) const {
+    auto o = *this;
+    o.tls_ = std::move(ctx);
+    return o;
+  }
+  connection_pool_options verify_peer(bool verify) const {
+    auto o = *this;
+    o.verify_ = verify;
+    return o;
+  }
+  // Events, on the thread of the call that caused them, outside the pool's
+  // lock. They must not throw.
+  connection_pool_options on_opened(std::function<void(std::string_view key)> f) const {
+    auto o = *this;
+    o.on_opened_ = std::move(f);
+    return o;
+  }
+  connection_pool_options on_closed(std::function<void(std::string_view key, close_reason)> f) const {
+    auto o = *this;
+    o.on_closed_ = std::move(f);
+    return o;
+  }
+
+  std::uint32_t max_connections_per_host() const noexcept { return max_connections_; }
+  duration idle_timeout() const noexcept { return idle_timeout_; }
+  duration resolve_timeout() const noexcept { return resolve_timeout_; }
+  bool wait_for_connection() const noexcept { return wait_; }
+  const std::shared_ptr<boost::asio::ssl::context>& tls_context() const noexcept { return tls_; }
+  bool verify_peer() const noexcept { return verify_; }
+  const std::function<void(std::string_view)>& on_opened() const noexcept { return on_opened_; }
+  const std::function<void(std::string_view, close_reason)>& on_closed() const noexcept { return on_closed_; }
+
+ private:
+  std::uint32_t max_connections_ = 10;
+  duration idle_timeout_ = std::chrono::seconds(60);
+  duration resolve_timeout_ = std::chrono::seconds(5);
+  bool wait_ = true;
+  bool verify_ = true;
+  std::shared_ptr<boost::asio::ssl::context> tls_;
+  std::function<void(std::string_view)> on_opened_;
+  std::function<void(std::string_view, close_reason)> on_closed_;
+};
+
+template <resilience::clock Clock>
+class basic_connection_pool;
+
+// One open connection: a TCP stream, or TLS over one, and its read buffer
+// (bytes of a next response may already sit in it).
+class connection {
+ public:
+  using tcp_stream = boost::beast::tcp_stream;
+  using tls_stream = boost::beast::ssl_stream<boost::beast::tcp_stream>;
+
+  explicit connection(tcp_stream s) : stream_(std::in_place_type<tcp_stream>, std::move(s)) {}
+  explicit connection(tls_stream s) : stream_(std::in_place_type<tls_stream>, std::move(s)) {}
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+
+  // f(stream), with the stream as its own type (one instantiation each).
+  template <class F>
+  decltype(auto) visit(F&& f) {
+    return std::visit(std::forward<F>(f), stream_);
+  }
+  boost::beast::flat_buffer& buffer() noexcept { return buffer_; }
+  boost::asio::ip::tcp::socket& socket() noexcept;
+  bool is_tls() const noexcept { return stream_.index() == 1; }
+  // Requests this connection carried before the current one.
+  std::uint32_t reuses() const noexcept { return reuses_; }
+
+  // Whether the peer has closed it (or sent bytes nobody asked for): a
+  // non-blocking peek at an idle socket.
+  bool peer_closed() noexcept;
+
+ private:
+  std::variant<tcp_stream, tls_stream> stream_;
+  boost::beast::flat_buffer buffer_;
+  time_point idle_since_{};
+  std::uint32_t reuses_ = 0;
+  template <resilience::clock>
+  friend class basic_connection_pool;
+  friend class pool_core;
+};
+
+class pool_core;
+
+// A caller waiting for a connection: shared between its frame and the
+// pool's queue; woken by the pool once the grant is made.
+struct pool_waiter {
+  enum class status : std::uint8_t { queued, granted, left };
+  status state = status::queued;
+  std::unique_ptr<connection> granted_connection;  // null: a place to open one in
+  virtual ~pool_waiter() = default;
+  virtual void wake() noexcept = 0;
+};
+
+// The pool's state, by key; not templated on the clock (lib/http/client.cpp).
+class pool_core {
+ public:
+  struct host;
+  enum class grant : std::uint8_t { reused, open_new, busy, queued };
+  struct acquired {
+    grant how;
+    host* where;
+    std::unique_ptr<connection> conn;
+  };
+
+  explicit pool_core(connection_pool_options o);
+  ~pool_core();
+  pool_core(const pool_core&) = delete;
+  pool_core& operator=(const pool_core&) = delete;
+
+  // An idle connection of `key` (the most recently used), else room to open
+  // one, else busy; with `waiter`, busy queues it instead. Closes expired
+  // idle connections of that key on the way.
+  acquired acquire(const std::string& key, time_point now, const std::shared_ptr<pool_waiter>& waiter);
+  // Takes a waiter out of the queue; false when it was granted meanwhile.
+  bool withdraw(host& h, pool_waiter& w) noexcept;
+  // Gives a place back: `conn` kept idle (since `now`) when `keep`, closed
+  // otherwise (with `why`); to the first waiter if there is one.
+  void release(host& h, std::unique_ptr<connection> conn, bool keep, close_reason why, time_point now) noexcept;
+  void report_opened(const host& h) const noexcept;
+  void report_closed(const host& h, close_reason why) const noexcept;
+
+  std::size_t close_expired(time_point now) noexcept;
+  std::size_t close_idle() noexcept;
+  std::uint32_t open_connections(const std::string& key) const;
+  std::uint32_t idle_connections(const std::string& key) const;
+  const connection_pool_options& options() const noexcept { return options_; }
+
+ private:
+  void close_all(host& h, std::vector<std::unique_ptr<connection>>& out, time_point now, bool all) noexcept;
+
+  connection_pool_options options_;
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, std::unique_ptr<host>> hosts_;  // never erased: hosts stay put
+};
+
+// A connection on loan from a pool, or the place to open one. Its end gives
+// the place back: the connection kept idle if keep_alive() was said, closed
+// otherwise.
+class connection_lease {
+ public:
+  connection_lease(pool_core& core, pool_core::host& h, std::unique_ptr<connection> c) noexcept
+      : core_(&core), host_(&h), conn_(std::move(c)) {}
+  connection_lease(connection_lease&& o) noexcept
+      : core_(std::exchange(o.core_, nullptr)), host_(o.host_), conn_(std::move(o.conn_)), keep_(o.keep_), now_(o.now_) {}
+  connection_lease& operator=(connection_lease&&) = delete;
+  ~connection_lease() {
+    if (core_) core_->release(*host_, std::move(conn_), keep_, close_reason::failed, now_);
+  }
+
+  connection& conn() noexcept { return *conn_; }
+  connection* operator->() noexcept { return conn_.get(); }
+
+  // The exchange is complete and the connection may carry another: it goes
+  // back to the pool, idle from `now`.
+  void keep_alive(time_point now) noexcept {
+    keep_ = true;
+    now_ = now;
+  }
+  // The exchange is complete but the connection must not be reused.
+  void close(close_reason why) noexcept {
+    if (core_) core_->release(*host_, std::move(conn_), false, why, now_);
+    core_ = nullptr;
+  }
+
+ private:
+  template <resilience::clock>
+  friend class basic_connection_pool;
+  void adopt(std::unique_ptr<connection> c) noexcept { conn_ = std::move(c); }
+
+  pool_core* core_;
+  pool_core::host* host_;
+  std::unique_ptr<connection> conn_;
+  bool keep_ = false;
+  time_point now_{};
+};
+
+namespace detail {
+// The system's trusted certificates, peers verified.
+std::shared_ptr<boost::asio::ssl::context> default_tls_context();
+}  // namespace detail
+
+template <resilience::clock Clock = steady_clock>
+class basic_connection_pool {
+ public:
+  using clock_type = Clock;
+  using lease_result = boost::system::result<connection_lease>;
+
+  explicit basic_connection_pool(connection_pool_options options = {}, Clock clock = {})
+      : clock_(std::move(clock)),
+        tls_(options.tls_context() ? options.tls_context() : detail::default_tls_context()),
+        core_(std::move(options)) {}
+  basic_connection_pool(const basic_connection_pool&) = delete;
+  basic_connection_pool& operator=(const basic_connection_pool&) = delete;
+
+  // A connection to `to`, reused or opened; waits for a place until
+  // `deadline` when every one is in use. Opening it (resolution, connection,
+  // TLS handshake) is bounded by the caller's own cancellation, and the
+  // resolution also by resolve_timeout().
+  boost::asio::awaitable<lease_result> acquire(const endpoint& to, time_point deadline = time_point::max()) & {
+    return acquire_impl(&to, deadline);
+  }
+  boost::asio::awaitable<lease_result> acquire(const endpoint&, time_point = time_point::max()) && = delete;
+
+  std::size_t close_expired() noexcept { return core_.close_expired(clock_.now()); }
+  std::size_t close_idle() noexcept { return core_.close_idle(); }
+  std::uint32_t open_connections(const endpoint& to) const { return core_.open_connections(to.key()); }
+  std::uint32_t idle_connections(const endpoint& to) const { return core_.idle_connections(to.key()); }
+  const connection_pool_options& options() const noexcept { return core_.options(); }
+  const Clock& clock() const noexcept { return clock_; }
+
+ private:
+  // Waits for a grant: a connection, or a place to open one.
+  template <class Executor>
+  struct waiter final : pool_waiter {
+    using timer_type = std::remove_cvref_t<decltype(std::declval<const Clock&>().make_timer(std::declval<Executor>()))>;
+    waiter(const Clock& c, const Executor& ex) : executor(ex), timer(c.make_timer(ex)) {}
+    // The grant is made under the pool's lock, from any thread: the timer is
+    // cancelled on the waiter's own executor, and the shared state keeps the
+    // timer alive until then.
+    void wake() noexcept override {
+      boost::asio::post(executor, [self = self.lock()] {
+        if (self) self->timer.cancel();
+      });
+    }
+    Executor executor;
+    timer_type timer;
+    std::weak_ptr<waiter> self;
+  };
+
+  // Leaves the queue, or hands back a grant never used, when the frame ends
+  // without resuming (its io_context destroyed): a connection granted then
+  // is closed, since nothing may outlive its io_context in the pool.
+  struct queue_guard {
+    pool_core* core;
+    pool_core::host* where;
+    pool_waiter* w;
+    ~queue_guard() {
+      if (!core->withdraw(*where, *w) && w->state == pool_waiter::status::granted) {
+        w->state = pool_waiter::status::left;
+        core->release(*where, std::move(w->granted_connection), false, close_reason::failed, time_point{});
+      }
+    }
+  };
+
+  boost::asio::awaitable<lease_result> acquire_impl(const endpoint* to, time_point deadline) {
+    namespace asio = boost::asio;
+    const auto cs = co_await asio::this_coro::cancellation_state;
+    if (cs.cancelled() != asio::cancellation_type::none) co_return asio::error::operation_aborted;
+    const std::string key = to->key();
+    for (;;) {
+      pool_core::acquired a = core_.acquire(key, clock_.now(), nullptr);
+      if (a.how == pool_core::grant::busy) {
+        if (!core_.options().wait_for_connection()) co_return error::bulkhead_full;
+        if (clock_.now() >= deadline) co_return error::deadline_exceeded;
+        using executor_type = asio::any_io_executor;
+        const executor_type ex = co_await asio::this_coro::executor;
+        auto w = std::make_shared<waiter<executor_type>>(clock_, ex);
+        w->self = w;
+        a = core_.acquire(key, clock_.now(), w);
+        if (a.how == pool_core::grant::queued) {
+          queue_guard guard{&core_, a.where, w.get()};
+          w->timer.expires_at(deadline);
+          auto [ec] = co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
+          if (!core_.withdraw(*a.where, *w)) {
+            // Granted (maybe as the timer fired or the call was cancelled).
+            w->state = pool_waiter::status::left;
+            a.conn = std::move(w->granted_connection);
+            a.how = a.conn ? pool_core::grant::reused : pool_core::grant::open_new;
+            if (cs.cancelled() != asio::cancellation_type::none) {
+              const bool keep = a.conn != nullptr;
+              core_.release(*a.where, std::move(a.conn), keep, close_reason::failed, clock_.now());
+              co_return asio::error::operation_aborted;
+            }
+          } else {
+            w->state = pool_waiter::status::left;
+            if (cs.cancelled() != asio::cancellation_type::none || (ec && ec != asio::error::operation_aborted))
+              co_return asio::error::operation_aborted;
+            co_return error::deadline_exceeded;
+          }
+        }
+      }
+      connection_lease lease(core_, *a.where, std::move(a.conn));
+      if (a.how == pool_core::grant::reused) {
+        if (!lease->peer_closed()) {
+          ++lease->reuses_;
+          co_return lease_result(std::move(lease));
+        }
+        lease.close(close_reason::peer_closed);  // its place is free again: look once more
+        continue;
+      }
+      // A place to open a connection in: the lease gives it back on failure.
+      auto opened = co_await open(*to);
+      if (!opened) co_return opened.error();
+      lease.adopt(std::move(*opened));
+      core_.report_opened(*a.where);
+      co_return lease_result(std::move(lease));
+    }
+  }
+
+  boost::asio::awaitable<boost::system::result<std::unique_ptr<connection>>> open(const endpoint& to) {
+    namespace asio = boost::asio;
+    using tcp = asio::ip::tcp;
+    const auto ex = co_await asio::this_coro::executor;
+    connection::tcp_stream stream(ex);
+    error_code ec;
+    const auto address = asio::ip::make_address(to.host, ec);
+    const bool literal = !ec;
+    if (literal) {
+      std::tie(ec) = co_await stream.async_connect(tcp::endpoint(address, to.port), asio::as_tuple(asio::use_awaitable));
+    } else {
+      tcp::resolver resolver(ex);
+      const auto resolve_bound = basic_timeout<Clock>(core_.options().resolve_timeout(), clock_);
+      auto [rec, results] = co_await resolve_bound(
+          [&]() -> asio::awaitable<std::tuple<error_code, tcp::resolver::results_type>> {
+            co_return co_await resolver.async_resolve(to.host, std::to_string(to.port),
+                                                      asio::as_tuple(asio::use_awaitable));
+          });
+      if (rec) co_return rec;
+      tcp::endpoint connected;
+      std::tie(ec, connected) = co_await stream.async_connect(results, asio::as_tuple(asio::use_awaitable));
+    }
+    if (ec) co_return ec;
+    stream.socket().set_option(tcp::no_delay(true), ec);
+    if (!to.tls) co_return std::make_unique<connection>(std::move(stream));
+
+    connection::tls_stream tls(std::move(stream), *tls_);
+    if (core_.options().verify_peer()) {
+      tls.set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
+      tls.set_verify_callback(asio::ssl::host_name_verification(to.host));
+    } else {
+      tls.set_verify_mode(asio::ssl::verify_none);
+    }
+    // SNI names hosts, never addresses (RFC 6066 §3).
+    if (!literal && !SSL_set_tlsext_host_name(tls.native_handle(), to.host.c_str()))
+      co_return error_code(static_cast<int>(::ERR_get_error()), asio::error::get_ssl_category());
+    std::tie(ec) = co_await tls.async_handshake(asio::ssl::stream_base::client, asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return ec;
+    co_return std::make_unique<connection>(std::move(tls));
+  }
+
+  Clock clock_;
+  std::shared_ptr<boost::asio::ssl::context> tls_;
+  pool_core core_;
+};
+
+using connection_pool = basic_connection_pool<>;
+
+}  // namespace resilience::http

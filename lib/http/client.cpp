@@ -1,0 +1,208 @@
+#include <resilience/http/connection_pool.hpp>
+
+#include <boost/asio/socket_base.hpp>
+
+#include <algorithm>
+
+namespace resilience::http {
+
+std::string endpoint::key() const {
+  std::string k = host;
+  k += ':';
+  k += std::to_string(port);
+  if (tls) k += ":tls";
+  return k;
+}
+
+std::string endpoint::authority() const {
+  const bool default_port = port == (tls ? 443 : 80);
+  // An IPv6 literal is bracketed in a Host header.
+  const bool bracketed = host.find(':') != std::string::npos;
+  std::string a;
+  if (bracketed) a += '[';
+  a += host;
+  if (bracketed) a += ']';
+  if (!default_port) {
+    a += ':';
+    a += std::to_string(port);
+  }
+  return a;
+}
+
+boost::asio::ip::tcp::socket& connection::socket() noexcept {
+  if (auto* tcp = std::get_if<tcp_stream>(&stream_)) return tcp->socket();
+  return std::get<tls_stream>(stream_).next_layer().socket();
+}
+
+bool connection::peer_closed() noexcept {
+  namespace asio = boost::asio;
+  auto& s = socket();
+  error_code ec;
+  // Only this call's synchronous receive is affected: async operations
+  // never block whatever the flag says.
+  s.non_blocking(true, ec);
+  if (ec) return true;
+  char byte;
+  const std::size_t n = s.receive(asio::buffer(&byte, 1), asio::socket_base::message_peek, ec);
+  error_code restored;
+  s.non_blocking(false, restored);
+  (void)n;
+  // would_block: nothing to read and still open. Anything else (end of
+  // stream, reset, stray bytes) makes it unfit to carry a request.
+  return ec != asio::error::would_block;
+}
+
+struct pool_core::host {
+  std::string key;
+  std::uint32_t open = 0;  // idle, in use, or being opened
+  std::vector<std::unique_ptr<connection>> idle;  // oldest first
+  std::deque<std::shared_ptr<pool_waiter>> waiters;
+};
+
+pool_core::pool_core(connection_pool_options o) : options_(std::move(o)) {}
+
+pool_core::~pool_core() { close_idle(); }
+
+void pool_core::report_opened(const host& h) const noexcept {
+  if (options_.on_opened()) options_.on_opened()(h.key);
+}
+
+void pool_core::report_closed(const host& h, close_reason why) const noexcept {
+  if (options_.on_closed()) options_.on_closed()(h.key, why);
+}
+
+void pool_core::close_all(host& h, std::vector<std::unique_ptr<connection>>& out, time_point now, bool all) noexcept {
+  auto expired = [&](const std::unique_ptr<connection>& c) {
+    return all || now - c->idle_since_ >= options_.idle_timeout();
+  };
+  // Oldest first: the expired ones are a prefix.
+  const auto end = std::find_if_not(h.idle.begin(), h.idle.end(), expired);
+  h.open -= static_cast<std::uint32_t>(end - h.idle.begin());
+  for (auto it = h.idle.begin(); it != end; ++it) out.push_back(std::move(*it));
+  h.idle.erase(h.idle.begin(), end);
+}
+
+pool_core::acquired pool_core::acquire(const std::string& key, time_point now,
+                                       const std::shared_ptr<pool_waiter>& waiter) {
+  std::vector<std::unique_ptr<connection>> expired;
+  acquired a{grant::busy, nullptr, nullptr};
+  {
+    std::lock_guard lock(mutex_);
+    auto& slot = hosts_[key];
+    if (!slot) {
+      slot = std::make_unique<host>();
+      slot->key = key;
+    }
+    host& h = *slot;
+    a.where = &h;
+    close_all(h, expired, now, false);
+    if (!h.idle.empty()) {
+      a.how = grant::reused;
+      a.conn = std::move(h.idle.back());
+      h.idle.pop_back();
+    } else if (h.open < options_.max_connections_per_host()) {
+      a.how = grant::open_new;
+      ++h.open;
+    } else if (waiter) {
+      a.how = grant::queued;
+      waiter->state = pool_waiter::status::queued;
+      h.waiters.push_back(waiter);
+    }
+  }
+  for (std::size_t i = 0; i < expired.size(); ++i) report_closed(*a.where, close_reason::idle_timeout);
+  return a;
+}
+
+bool pool_core::withdraw(host& h, pool_waiter& w) noexcept {
+  std::lock_guard lock(mutex_);
+  if (w.state != pool_waiter::status::queued) return false;
+  const auto it = std::find_if(h.waiters.begin(), h.waiters.end(), [&](const auto& p) { return p.get() == &w; });
+  if (it != h.waiters.end()) h.waiters.erase(it);
+  w.state = pool_waiter::status::left;
+  return true;
+}
+
+void pool_core::release(host& h, std::unique_ptr<connection> conn, bool keep, close_reason why,
+                        time_point now) noexcept {
+  std::shared_ptr<pool_waiter> first;
+  std::vector<std::unique_ptr<connection>> expired;
+  const bool closing = conn && !keep;
+  {
+    std::lock_guard lock(mutex_);
+    if (!keep) conn.reset();  // closed: its place stays counted and passes on, or is freed below
+    if (!h.waiters.empty()) {
+      first = std::move(h.waiters.front());
+      h.waiters.pop_front();
+      first->state = pool_waiter::status::granted;
+      first->granted_connection = std::move(conn);  // null: open a new one in this place
+    } else if (conn) {
+      conn->idle_since_ = now;
+      h.idle.push_back(std::move(conn));
+      close_all(h, expired, now, false);
+    } else {
+      --h.open;
+    }
+  }
+  if (closing) report_closed(h, why);
+  for (std::size_t i = 0; i < expired.size(); ++i) report_closed(h, close_reason::idle_timeout);
+  if (first) first->wake();
+}
+
+std::size_t pool_core::close_expired(time_point now) noexcept {
+  std::vector<std::pair<host*, std::unique_ptr<connection>>> closed;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [key, h] : hosts_) {
+      std::vector<std::unique_ptr<connection>> out;
+      close_all(*h, out, now, false);
+      for (auto& c : out) closed.emplace_back(h.get(), std::move(c));
+    }
+  }
+  for (auto& [h, c] : closed) {
+    c.reset();
+    report_closed(*h, close_reason::idle_timeout);
+  }
+  return closed.size();
+}
+
+std::size_t pool_core::close_idle() noexcept {
+  std::vector<std::pair<host*, std::unique_ptr<connection>>> closed;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [key, h] : hosts_) {
+      std::vector<std::unique_ptr<connection>> out;
+      close_all(*h, out, time_point{}, true);
+      for (auto& c : out) closed.emplace_back(h.get(), std::move(c));
+    }
+  }
+  for (auto& [h, c] : closed) {
+    c.reset();
+    report_closed(*h, close_reason::pool_closed);
+  }
+  return closed.size();
+}
+
+std::uint32_t pool_core::open_connections(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  const auto it = hosts_.find(key);
+  return it == hosts_.end() ? 0 : it->second->open;
+}
+
+std::uint32_t pool_core::idle_connections(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  const auto it = hosts_.find(key);
+  return it == hosts_.end() ? 0 : static_cast<std::uint32_t>(it->second->idle.size());
+}
+
+namespace detail {
+
+std::shared_ptr<boost::asio::ssl::context> default_tls_context() {
+  namespace ssl = boost::asio::ssl;
+  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
+  ctx->set_default_verify_paths();
+  ctx->set_verify_mode(ssl::verify_peer);
+  return ctx;
+}
+
+}  // namespace detail
+}  // namespace resilience::http

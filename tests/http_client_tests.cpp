@@ -1,0 +1,765 @@
+// The HTTP client against small Beast servers on 127.0.0.1. Time is a manual
+// clock: a timeout or a Retry-After passes only when a test advances it. The
+// io_context is driven until a condition holds, with a cap on iterations; no
+// assertion depends on how long anything took.
+#include "support.hpp"
+
+#include <resilience/http/client.hpp>
+#include <resilience/http/connection_pool.hpp>
+#include <resilience/testing/manual_clock.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/stream_traits.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace rhttp = resilience::http;
+using asio::ip::tcp;
+using boost::system::error_code;
+using resilience::testing::manual_clock;
+using resilience::test::completion;
+using resilience::test::live;
+using resilience::test::spawn;
+
+namespace {
+
+using client_t = rhttp::basic_client<manual_clock>;
+using result_t = boost::system::result<bhttp::response<bhttp::string_body>>;
+
+// What the test server does with the n-th request it reads.
+struct step {
+  enum kind { respond, reset, hang, hold } what = respond;
+  unsigned status = 200;
+  std::vector<std::pair<std::string, std::string>> headers = {};
+  bool close = false;  // Connection: close, then the server closes
+};
+
+struct server {
+  asio::io_context& io;
+  tcp::acceptor acceptor;
+  asio::ssl::context* tls = nullptr;
+  int accepted = 0;
+  int requests = 0;
+  int handshake_failures = 0;
+  std::vector<bhttp::request<bhttp::string_body>> seen;
+  std::function<step(int)> script = [](int) { return step{}; };
+  asio::steady_timer gate;  // a `hold` waits until the test opens it; never expires on its own
+  bool silent = false;      // accepts, then neither reads nor writes
+  std::vector<tcp::socket> held;
+
+  explicit server(asio::io_context& c, std::uint16_t port = 0) : io(c), acceptor(c), gate(c, std::chrono::hours(24)) {
+    const tcp::endpoint at(asio::ip::address_v4::loopback(), port);
+    acceptor.open(at.protocol());
+    acceptor.set_option(asio::socket_base::reuse_address(true));
+    acceptor.bind(at);
+    acceptor.listen();
+    asio::co_spawn(io, accept_loop(this), asio::detached);
+  }
+  std::uint16_t port() const { return acceptor.local_endpoint().port(); }
+  rhttp::endpoint at() const { return rhttp::endpoint::http("127.0.0.1", port()); }
+  void open_gate() { gate.cancel(); }
+
+  static asio::awaitable<void> accept_loop(server* s) {
+    for (;;) {
+      auto [ec, socket] = co_await s->acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
+      if (ec) co_return;
+      ++s->accepted;
+      if (s->silent) {
+        s->held.push_back(std::move(socket));
+      } else if (s->tls) {
+        asio::co_spawn(s->io, handshake_then_serve(s, beast::tcp_stream(std::move(socket))), asio::detached);
+      } else {
+        asio::co_spawn(s->io, serve(s, beast::tcp_stream(std::move(socket))), asio::detached);
+      }
+    }
+  }
+
+  static asio::awaitable<void> handshake_then_serve(server* s, beast::tcp_stream tcp) {
+    beast::ssl_stream<beast::tcp_stream> stream(std::move(tcp), *s->tls);
+    auto [ec] = co_await stream.async_handshake(asio::ssl::stream_base::server, asio::as_tuple(asio::use_awaitable));
+    if (ec) {
+      ++s->handshake_failures;
+      co_return;
+    }
+    co_await serve(s, std::move(stream));
+  }
+
+  template <class Stream>
+  static asio::awaitable<void> serve(server* s, Stream stream) {
+    beast::flat_buffer buffer;
+    for (;;) {
+      bhttp::request<bhttp::string_body> req;
+      auto [ec, n] = co_await bhttp::async_read(stream, buffer, req, asio::as_tuple(asio::use_awaitable));
+      if (ec) co_return;
+      const int k = ++s->requests;
+      s->seen.push_back(req);
+      const step st = s->script(k);
+      if (st.what == step::reset) {
+        auto& socket = beast::get_lowest_layer(stream).socket();
+        socket.set_option(asio::socket_base::linger(true, 0));
+        socket.close();
+        co_return;
+      }
+      if (st.what == step::hang) continue;  // reads on: the client's close ends it
+      if (st.what == step::hold) co_await s->gate.async_wait(asio::as_tuple(asio::use_awaitable));
+      bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(st.status), 11};
+      for (const auto& [name, value] : st.headers) res.set(name, value);
+      res.body() = "reply " + std::to_string(k);
+      res.keep_alive(!st.close);
+      res.prepare_payload();
+      auto [wec, wn] = co_await bhttp::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
+      if (wec || st.close) co_return;
+    }
+  }
+};
+
+// Runs handlers until `done`, or gives up after `cap` turns.
+template <class Pred>
+bool run_until(asio::io_context& io, Pred done, int cap = 3000) {
+  for (int i = 0; i < cap && !done(); ++i) {
+    if (io.stopped()) io.restart();
+    io.run_one_for(std::chrono::milliseconds(5));
+  }
+  return done();
+}
+
+bhttp::request<bhttp::empty_body> get(std::string target = "/") { return {bhttp::verb::get, target, 11}; }
+bhttp::request<bhttp::string_body> post(std::string body) {
+  bhttp::request<bhttp::string_body> r{bhttp::verb::post, "/orders", 11};
+  r.body() = std::move(body);
+  return r;
+}
+
+// Retries without waiting, so that only a Retry-After moves the clock.
+rhttp::client_options quick() {
+  return rhttp::client_options::standard().backoff(resilience::backoff::constant(0ms));
+}
+
+template <class Req>
+asio::awaitable<result_t> call(client_t& c, rhttp::endpoint to, Req req, rhttp::request_options o = {}) {
+  live frame(live::ops);
+  co_return co_await c.request(std::move(to), std::move(req), o);
+}
+
+unsigned status_of(const completion<result_t>& c) {
+  BOOST_REQUIRE(c.value);
+  BOOST_REQUIRE(c.value->has_value());
+  return (*c.value)->result_int();
+}
+error_code error_of(const completion<result_t>& c) {
+  BOOST_REQUIRE(c.value);
+  BOOST_REQUIRE(c.value->has_error());
+  return c.value->error();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(http_client)
+
+BOOST_AUTO_TEST_CASE(retries_a_503_then_succeeds) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::respond, 503} : step{}; };
+  int retries = 0;
+  client_t c(quick().on_retry([&](const rhttp::client_retry_event& e) {
+    ++retries;
+    BOOST_TEST(e.status == 503u);
+  }), clock);
+  completion<result_t> done;
+  spawn(io, call(c, srv.at(), get()), done);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST(status_of(done) == 200u);
+  BOOST_TEST((*done.value)->body() == "reply 2");
+  BOOST_TEST(retries == 1);
+  BOOST_TEST(srv.accepted == 1);  // the 503's connection was kept and reused
+}
+
+BOOST_AUTO_TEST_CASE(honours_retry_after_on_the_manual_clock) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::respond, 503, {{"Retry-After", "3"}}} : step{}; };
+  std::vector<resilience::duration> delays;
+  client_t c(quick().on_retry([&](const rhttp::client_retry_event& e) { delays.push_back(e.delay); }), clock);
+  completion<result_t> done;
+  const auto start = clock.now();
+  spawn(io, call(c, srv.at(), get()), done);
+  // The retry waits on the clock: one timer, due exactly 3 s from now.
+  BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 1 && delays.size() == 1 && clock.pending() == 1; }));
+  BOOST_TEST((delays[0] == 3s));
+  BOOST_TEST((*clock.next_expiry() - clock.now() == 3s));
+  run_until(io, [&] { return done.done(); }, 20);
+  BOOST_TEST(!done.done());  // nothing moves until the time has passed
+  clock.advance(3s);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST(status_of(done) == 200u);
+  BOOST_TEST(srv.requests == 2);
+  BOOST_TEST((clock.now() - start == 3s));
+}
+
+BOOST_AUTO_TEST_CASE(does_not_retry_400_or_404) {
+  for (const unsigned status : {400u, 404u}) {
+    asio::io_context io;
+    manual_clock clock;
+    server srv(io);
+    srv.script = [status](int) { return step{step::respond, status}; };
+    client_t c(quick(), clock);
+    completion<result_t> done;
+    spawn(io, call(c, srv.at(), get()), done);
+    BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+    BOOST_TEST(status_of(done) == status);
+    BOOST_TEST(srv.requests == 1);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(does_not_retry_a_post_without_idempotency_key_once_sent) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int) { return step{step::reset}; };  // reads the request, then resets
+  client_t c(quick(), clock);
+  completion<result_t> done;
+  spawn(io, call(c, srv.at(), post("{}")), done);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST(error_of(done).failed());
+  BOOST_TEST(srv.requests == 1);
+
+  // With a key it is idempotent: retried, on a new connection each time.
+  completion<result_t> keyed;
+  auto req = post("{}");
+  req.set("Idempotency-Key", "order-42");
+  spawn(io, call(c, srv.at(), req), keyed);
+  BOOST_REQUIRE(run_until(io, [&] { return keyed.done(); }));
+  BOOST_TEST(error_of(keyed).failed());
+  BOOST_TEST(srv.requests == 1 + 4);  // the first attempt and 3 retries
+  BOOST_TEST(srv.accepted == 1 + 4);
+}
+
+BOOST_AUTO_TEST_CASE(retries_a_post_refused_before_sending) {
+  asio::io_context io;
+  manual_clock clock;
+  // A port nobody listens on until the first retry.
+  std::uint16_t port;
+  {
+    tcp::acceptor probe(io, tcp::endpoint(asio::ip::address_v4::loopback(), 0));
+    port = probe.local_endpoint().port();
+  }
+  std::optional<server> late;
+  std::vector<error_code> failures;
+  client_t c(quick().on_retry([&](const rhttp::client_retry_event& e) {
+    failures.push_back(e.error);
+    if (!late) late.emplace(io, port);
+  }), clock);
+  completion<result_t> done;
+  spawn(io, call(c, rhttp::endpoint::http("127.0.0.1", port), post("{}")), done);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_REQUIRE(failures.size() == 1u);
+  BOOST_TEST((failures[0] == asio::error::connection_refused));
+  BOOST_TEST(status_of(done) == 200u);
+  BOOST_TEST(late->requests == 1);
+  BOOST_TEST(late->seen[0].body() == "{}");
+}
+
+BOOST_AUTO_TEST_CASE(reconnects_after_a_reset) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::reset} : step{}; };
+  client_t c(quick(), clock);
+  completion<result_t> done;
+  spawn(io, call(c, srv.at(), get()), done);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST(status_of(done) == 200u);
+  BOOST_TEST(srv.accepted == 2);
+  BOOST_TEST(c.pool().open_connections(srv.at()) == 1u);  // the reset one was closed, not kept
+}
+
+BOOST_AUTO_TEST_CASE(reuses_a_kept_alive_connection_until_the_server_says_close) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 3 ? step{step::respond, 200, {}, true} : step{}; };
+  int opened = 0;
+  std::vector<rhttp::close_reason> closed;
+  client_t c(quick().pool(rhttp::connection_pool_options{}
+                              .on_opened([&](std::string_view) { ++opened; })
+                              .on_closed([&](std::string_view, rhttp::close_reason why) { closed.push_back(why); })),
+             clock);
+  for (int i = 1; i <= 4; ++i) {
+    completion<result_t> done;
+    spawn(io, call(c, srv.at(), get()), done);
+    BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+    BOOST_TEST(status_of(done) == 200u);
+  }
+  BOOST_TEST(srv.requests == 4);
+  BOOST_TEST(srv.accepted == 2);  // requests 1-3 on one, 4 on a new one after Connection: close
+  BOOST_TEST(opened == 2);
+  BOOST_REQUIRE(closed.size() == 1u);
+  BOOST_TEST((closed[0] == rhttp::close_reason::not_reusable));
+  BOOST_TEST(c.pool().idle_connections(srv.at()) == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(closes_connections_idle_past_the_idle_timeout) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  std::vector<rhttp::close_reason> closed;
+  client_t c(quick().pool(rhttp::connection_pool_options{}.idle_timeout(5s).on_closed(
+                 [&](std::string_view, rhttp::close_reason why) { closed.push_back(why); })),
+             clock);
+  completion<result_t> first;
+  spawn(io, call(c, srv.at(), get()), first);
+  BOOST_REQUIRE(run_until(io, [&] { return first.done(); }));
+  clock.advance(4s);
+  BOOST_TEST(c.pool().close_expired() == 0u);
+  clock.advance(1s);
+  BOOST_TEST(c.pool().close_expired() == 1u);
+  BOOST_REQUIRE(closed.size() == 1u);
+  BOOST_TEST((closed[0] == rhttp::close_reason::idle_timeout));
+  completion<result_t> second;
+  spawn(io, call(c, srv.at(), get()), second);
+  BOOST_REQUIRE(run_until(io, [&] { return second.done(); }));
+  BOOST_TEST(status_of(second) == 200u);
+  BOOST_TEST(srv.accepted == 2);
+}
+
+BOOST_AUTO_TEST_CASE(times_out_a_hung_server_and_never_reuses_that_connection) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::hang} : step{}; };
+  client_t c(quick().max_retries(0).attempt_timeout(2s), clock);
+  completion<result_t> done;
+  spawn(io, call(c, srv.at(), get()), done);
+  BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 1 && clock.pending() == 1; }));
+  run_until(io, [&] { return done.done(); }, 20);
+  BOOST_TEST(!done.done());  // hung, until the attempt's time is up
+  clock.advance(2s);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST((error_of(done) == resilience::error::timeout));
+  BOOST_TEST(c.pool().open_connections(srv.at()) == 0u);
+
+  completion<result_t> next;
+  spawn(io, call(c, srv.at(), get()), next);
+  BOOST_REQUIRE(run_until(io, [&] { return next.done(); }));
+  BOOST_TEST(status_of(next) == 200u);
+  BOOST_TEST(srv.accepted == 2);
+}
+
+BOOST_AUTO_TEST_CASE(sends_the_time_left_in_the_deadline_header) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::respond, 503, {{"Retry-After", "4"}}} : step{}; };
+  int retries = 0;
+  client_t c(quick()
+                 .on_retry([&](const rhttp::client_retry_event&) { ++retries; })
+                 .total_timeout(30s)
+                 .attempt_timeout(10s)
+                 .deadline_header(rhttp::deadline_header::milliseconds("x-timeout-ms"))
+                 .deadline_margin(50ms),
+             clock);
+  completion<result_t> done;
+  spawn(io, call(c, srv.at(), get()), done);
+  BOOST_REQUIRE(run_until(io, [&] { return retries == 1 && clock.pending() == 1; }));
+  clock.advance(4s);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_REQUIRE(srv.seen.size() == 2u);
+  // Each attempt's own bound (10 s) less the margin.
+  BOOST_TEST(srv.seen[0]["x-timeout-ms"] == "9950");
+  BOOST_TEST(srv.seen[1]["x-timeout-ms"] == "9950");
+
+  // With less left of the total than an attempt's timeout, the total's rest.
+  completion<result_t> late;
+  spawn(io, call(c, srv.at(), get(), rhttp::request_options{}.deadline(clock.now() + 3s)), late);
+  BOOST_REQUIRE(run_until(io, [&] { return late.done(); }));
+  BOOST_TEST(srv.seen.back()["x-timeout-ms"] == "2950");
+}
+
+BOOST_AUTO_TEST_CASE(caps_connections_per_host_and_queues_callers) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::hold} : step{}; };
+  client_t c(quick().pool(rhttp::connection_pool_options{}.max_connections_per_host(1)), clock);
+  completion<result_t> first, second;
+  spawn(io, call(c, srv.at(), get("/1")), first);
+  spawn(io, call(c, srv.at(), get("/2")), second);
+  BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 1; }));
+  run_until(io, [&] { return srv.accepted > 1; }, 20);
+  BOOST_TEST(srv.accepted == 1);
+  BOOST_TEST(c.pool().open_connections(srv.at()) == 1u);
+  BOOST_TEST(!second.done());
+  srv.open_gate();
+  BOOST_REQUIRE(run_until(io, [&] { return first.done() && second.done(); }));
+  BOOST_TEST(status_of(first) == 200u);
+  BOOST_TEST(status_of(second) == 200u);
+  BOOST_TEST(srv.accepted == 1);  // the second took the first's connection
+  BOOST_TEST(srv.seen[1].target() == "/2");
+}
+
+BOOST_AUTO_TEST_CASE(a_full_pool_fails_at_once_when_told_not_to_wait) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::hold} : step{}; };
+  client_t c(quick().pool(rhttp::connection_pool_options{}.max_connections_per_host(1).wait_for_connection(false)),
+             clock);
+  completion<result_t> first, second;
+  spawn(io, call(c, srv.at(), get()), first);
+  BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 1; }));
+  spawn(io, call(c, srv.at(), get()), second);
+  BOOST_REQUIRE(run_until(io, [&] { return second.done(); }));
+  BOOST_TEST((error_of(second) == resilience::error::bulkhead_full));
+  srv.open_gate();
+  BOOST_REQUIRE(run_until(io, [&] { return first.done(); }));
+  BOOST_TEST(status_of(first) == 200u);
+}
+
+BOOST_AUTO_TEST_CASE(a_caller_cancelled_while_queued_leaves_the_queue) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::hold} : step{}; };
+  client_t c(quick().pool(rhttp::connection_pool_options{}.max_connections_per_host(1)), clock);
+  completion<result_t> first, second, third;
+  asio::cancellation_signal cancel;
+  spawn(io, call(c, srv.at(), get()), first);
+  BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 1; }));
+  spawn(io, call(c, srv.at(), get()), second, &cancel);
+  spawn(io, call(c, srv.at(), get()), third);
+  run_until(io, [&] { return second.done(); }, 20);
+  cancel.emit(asio::cancellation_type::terminal);
+  BOOST_REQUIRE(run_until(io, [&] { return second.done(); }));
+  BOOST_TEST((error_of(second) == asio::error::operation_aborted));
+  srv.open_gate();
+  BOOST_REQUIRE(run_until(io, [&] { return first.done() && third.done(); }));
+  BOOST_TEST(status_of(third) == 200u);
+  BOOST_TEST(srv.requests == 2);
+  BOOST_TEST(c.pool().open_connections(srv.at()) == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(cancelled_while_reading_ends_aborted_and_closes_the_connection) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::hang} : step{}; };
+  client_t c(quick(), clock);
+  completion<result_t> done;
+  asio::cancellation_signal cancel;
+  spawn(io, call(c, srv.at(), get()), done, &cancel);
+  BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 1; }));
+  cancel.emit(asio::cancellation_type::terminal);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST((error_of(done) == asio::error::operation_aborted));
+  BOOST_TEST(c.pool().open_connections(srv.at()) == 0u);
+  BOOST_TEST(srv.requests == 1);  // not retried
+}
+
+BOOST_AUTO_TEST_CASE(cancelled_while_waiting_to_retry_ends_aborted) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int) { return step{step::respond, 503, {{"Retry-After", "10"}}}; };
+  int retries = 0;
+  client_t c(quick().on_retry([&](const rhttp::client_retry_event&) { ++retries; }), clock);
+  completion<result_t> done;
+  asio::cancellation_signal cancel;
+  spawn(io, call(c, srv.at(), get()), done, &cancel);
+  BOOST_REQUIRE(run_until(io, [&] { return retries == 1 && clock.pending() == 1; }));
+  cancel.emit(asio::cancellation_type::terminal);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST((error_of(done) == asio::error::operation_aborted));
+  BOOST_TEST(clock.pending() == 0u);
+  BOOST_TEST(c.pool().idle_connections(srv.at()) == 1u);  // the 503's exchange was complete: kept
+}
+
+BOOST_AUTO_TEST_CASE(the_breaker_of_a_host_opens_and_rejects_without_connecting) {
+  asio::io_context io;
+  manual_clock clock;
+  server failing(io), healthy(io);
+  failing.script = [](int) { return step{step::respond, 500, {}, true}; };
+  client_t c(quick().max_retries(0).breaker(resilience::breaker_options{}.consecutive_failures(2).open_duration(30s)),
+             clock);
+  for (int i = 0; i < 2; ++i) {
+    completion<result_t> done;
+    spawn(io, call(c, failing.at(), get()), done);
+    BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+    BOOST_TEST(status_of(done) == 500u);
+  }
+  completion<result_t> rejected;
+  spawn(io, call(c, failing.at(), get()), rejected);
+  BOOST_REQUIRE(run_until(io, [&] { return rejected.done(); }));
+  BOOST_TEST((error_of(rejected) == resilience::error::circuit_open));
+  BOOST_TEST(failing.accepted == 2);  // rejected without connecting
+  BOOST_TEST(failing.requests == 2);
+
+  completion<result_t> other;  // another host has its own breaker
+  spawn(io, call(c, healthy.at(), get()), other);
+  BOOST_REQUIRE(run_until(io, [&] { return other.done(); }));
+  BOOST_TEST(status_of(other) == 200u);
+}
+
+BOOST_AUTO_TEST_CASE(frees_every_frame_when_the_io_context_is_destroyed_mid_call) {
+  manual_clock clock;
+  std::optional<asio::io_context> io(std::in_place);
+  std::optional<server> srv(std::in_place, *io);
+  srv->script = [](int n) { return n <= 2 ? step{step::hold} : step{}; };
+  client_t c(quick().pool(rhttp::connection_pool_options{}.max_connections_per_host(2)), clock);
+  completion<result_t> a, b, queued;
+  spawn(*io, call(c, srv->at(), get()), a);
+  spawn(*io, call(c, srv->at(), get()), b);
+  BOOST_REQUIRE(run_until(*io, [&] { return srv->requests == 2; }));
+  spawn(*io, call(c, srv->at(), get()), queued);  // waits for a connection
+  run_until(*io, [&] { return false; }, 20);
+  BOOST_TEST(live::ops == 3);
+  const auto at = srv->at();
+  srv.reset();
+  io.reset();
+  BOOST_TEST(live::ops == 0);
+  BOOST_TEST(!a.done());
+  BOOST_TEST(!queued.done());
+  BOOST_TEST(c.pool().open_connections(at) == 0u);  // every place given back
+  BOOST_TEST(clock.pending() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(resolves_a_host_name_and_sets_the_host_header) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  client_t c(quick(), clock);
+  completion<result_t> done;
+  spawn(io, call(c, rhttp::endpoint::http("localhost", srv.port()), get()), done);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST(status_of(done) == 200u);
+  BOOST_REQUIRE(srv.seen.size() == 1u);
+  BOOST_TEST(srv.seen[0][bhttp::field::host] == "localhost:" + std::to_string(srv.port()));
+}
+
+BOOST_AUTO_TEST_CASE(options_are_validated_where_they_enter) {
+  BOOST_CHECK_THROW(rhttp::client_options{}.total_timeout(0s), std::invalid_argument);
+  BOOST_CHECK_THROW(rhttp::client_options{}.attempt_timeout(-1s), std::invalid_argument);
+  BOOST_CHECK_THROW(rhttp::client_options{}.max_retries(101), std::invalid_argument);
+  BOOST_CHECK_THROW(rhttp::client_options{}.max_retry_after(0s), std::invalid_argument);
+  BOOST_CHECK_THROW(rhttp::client_options{}.deadline_margin(-1ms), std::invalid_argument);
+  BOOST_CHECK_THROW(rhttp::client_options{}.max_response_body(0), std::invalid_argument);
+  BOOST_CHECK_THROW(rhttp::connection_pool_options{}.max_connections_per_host(0), std::invalid_argument);
+  BOOST_CHECK_THROW(rhttp::connection_pool_options{}.idle_timeout(0s), std::invalid_argument);
+  BOOST_CHECK_THROW(rhttp::connection_pool_options{}.resolve_timeout(0s), std::invalid_argument);
+  BOOST_CHECK_THROW(rhttp::endpoint::http(""), std::invalid_argument);
+  try {
+    client_t c(rhttp::client_options{}.total_timeout(5s).attempt_timeout(10s), manual_clock{});
+    BOOST_FAIL("an attempt timeout longer than the total was accepted");
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(std::string(e.what()).find("attempt_timeout") != std::string::npos);
+  }
+  const auto standard = rhttp::client_options::standard();
+  BOOST_TEST((standard.total_timeout() == 30s));
+  BOOST_TEST((standard.attempt_timeout() == 10s));
+  BOOST_TEST(standard.max_retries() == 3u);
+  BOOST_TEST(standard.breaker().failure_ratio().value() == 0.1);
+  BOOST_TEST(!standard.deadline_header());
+  BOOST_TEST(rhttp::endpoint::https("example.com").key() == "example.com:443:tls");
+  BOOST_TEST(rhttp::endpoint::http("example.com", 8080).authority() == "example.com:8080");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+// A key and a self-signed certificate for localhost and 127.0.0.1, made now.
+struct test_certificate {
+  std::string cert_pem;
+  std::string key_pem;
+};
+
+std::string pem_of(int (*write)(BIO*, const void*), const void* what) {
+  BIO* bio = BIO_new(BIO_s_mem());
+  write(bio, what);
+  char* data = nullptr;
+  const long n = BIO_get_mem_data(bio, &data);
+  std::string s(data, static_cast<std::size_t>(n));
+  BIO_free(bio);
+  return s;
+}
+
+test_certificate make_certificate(const char* names = "DNS:localhost,IP:127.0.0.1") {
+  EVP_PKEY* key = EVP_EC_gen("P-256");
+  BOOST_REQUIRE(key);
+  X509* cert = X509_new();
+  X509_set_version(cert, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+  X509_gmtime_adj(X509_getm_notBefore(cert), -3600);
+  X509_gmtime_adj(X509_getm_notAfter(cert), 24 * 3600);
+  X509_set_pubkey(cert, key);
+  X509_NAME* name = X509_get_subject_name(cert);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("localhost"), -1, -1, 0);
+  X509_set_issuer_name(cert, name);
+  X509V3_CTX v3;
+  X509V3_set_ctx_nodb(&v3);
+  X509V3_set_ctx(&v3, cert, cert, nullptr, nullptr, 0);
+  for (const auto& [nid, value] : {std::pair{NID_subject_alt_name, names},
+                                   std::pair{NID_basic_constraints, "critical,CA:TRUE"}}) {
+    X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &v3, nid, value);
+    BOOST_REQUIRE(ext);
+    X509_add_ext(cert, ext, -1);
+    X509_EXTENSION_free(ext);
+  }
+  BOOST_REQUIRE(X509_sign(cert, key, EVP_sha256()) > 0);
+  test_certificate out;
+  out.cert_pem = pem_of([](BIO* b, const void* c) { return PEM_write_bio_X509(b, static_cast<X509*>(const_cast<void*>(c))); }, cert);
+  out.key_pem = pem_of(
+      [](BIO* b, const void* k) {
+        return PEM_write_bio_PrivateKey(b, static_cast<EVP_PKEY*>(const_cast<void*>(k)), nullptr, nullptr, 0, nullptr,
+                                        nullptr);
+      },
+      key);
+  X509_free(cert);
+  EVP_PKEY_free(key);
+  return out;
+}
+
+struct tls_server_context {
+  asio::ssl::context ctx{asio::ssl::context::tls_server};
+  explicit tls_server_context(const test_certificate& c) {
+    ctx.use_certificate_chain(asio::buffer(c.cert_pem));
+    ctx.use_private_key(asio::buffer(c.key_pem), asio::ssl::context::pem);
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(http_client_tls)
+
+BOOST_AUTO_TEST_CASE(a_trusted_certificate_is_accepted_and_its_connection_reused) {
+  const auto cert = make_certificate();
+  tls_server_context server_tls(cert);
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.tls = &server_tls.ctx;
+  auto trust = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
+  trust->add_certificate_authority(asio::buffer(cert.cert_pem));
+  client_t c(quick().pool(rhttp::connection_pool_options{}.tls_context(trust)), clock);
+  const auto to = rhttp::endpoint::https("127.0.0.1", srv.port());
+  for (int i = 0; i < 2; ++i) {
+    completion<result_t> done;
+    spawn(io, call(c, to, get()), done);
+    BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+    BOOST_TEST(status_of(done) == 200u);
+  }
+  BOOST_TEST(srv.accepted == 1);
+  BOOST_TEST(srv.requests == 2);
+  BOOST_TEST(srv.handshake_failures == 0);
+}
+
+BOOST_AUTO_TEST_CASE(an_untrusted_certificate_is_refused_and_not_retried) {
+  const auto cert = make_certificate();
+  tls_server_context server_tls(cert);
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.tls = &server_tls.ctx;
+  auto empty_trust = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);  // trusts nothing
+  client_t c(quick().pool(rhttp::connection_pool_options{}.tls_context(empty_trust)), clock);
+  completion<result_t> done;
+  spawn(io, call(c, rhttp::endpoint::https("127.0.0.1", srv.port()), get()), done);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  const error_code ec = error_of(done);
+  BOOST_TEST(std::string(ec.category().name()).rfind("asio.ssl", 0) == 0);
+  BOOST_TEST(srv.accepted == 1);  // not retried
+  BOOST_TEST(srv.requests == 0);
+
+}
+
+BOOST_AUTO_TEST_CASE(cancelled_during_the_handshake_ends_aborted_and_gives_the_place_back) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.silent = true;  // the handshake never gets an answer
+  client_t c(quick(), clock);
+  const auto to = rhttp::endpoint::https("127.0.0.1", srv.port());
+  completion<result_t> done;
+  asio::cancellation_signal cancel;
+  spawn(io, call(c, to, get()), done, &cancel);
+  BOOST_REQUIRE(run_until(io, [&] { return srv.accepted == 1; }));
+  run_until(io, [&] { return done.done(); }, 20);
+  BOOST_TEST(!done.done());
+  BOOST_TEST(c.pool().open_connections(to) == 1u);
+  cancel.emit(asio::cancellation_type::terminal);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST((error_of(done) == asio::error::operation_aborted));
+  BOOST_TEST(c.pool().open_connections(to) == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(the_attempt_timeout_ends_a_handshake_and_a_wait_for_a_connection) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.silent = true;
+  client_t c(quick().max_retries(0).attempt_timeout(2s).pool(rhttp::connection_pool_options{}.max_connections_per_host(1)),
+             clock);
+  const auto to = rhttp::endpoint::https("127.0.0.1", srv.port());
+  completion<result_t> handshaking, waiting;
+  spawn(io, call(c, to, get()), handshaking);
+  BOOST_REQUIRE(run_until(io, [&] { return srv.accepted == 1; }));
+  spawn(io, call(c, to, get()), waiting);  // no place left: waits in the pool's queue
+  // Two attempt timeouts, and the queued caller's wait (due at the end of time).
+  BOOST_REQUIRE(run_until(io, [&] { return clock.pending() == 3; }));
+  BOOST_TEST(c.pool().open_connections(to) == 1u);
+  clock.advance(2s);
+  BOOST_REQUIRE(run_until(io, [&] { return handshaking.done() && waiting.done(); }));
+  BOOST_TEST((error_of(handshaking) == resilience::error::timeout));
+  BOOST_TEST((error_of(waiting) == resilience::error::timeout));
+  BOOST_TEST(c.pool().open_connections(to) == 0u);
+  BOOST_TEST(srv.accepted == 1);
+  BOOST_TEST(clock.pending() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_trusted_certificate_for_another_host_is_refused) {
+  const auto cert = make_certificate("DNS:other.example");
+  tls_server_context server_tls(cert);
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.tls = &server_tls.ctx;
+  auto trust = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
+  trust->add_certificate_authority(asio::buffer(cert.cert_pem));
+  client_t c(quick().pool(rhttp::connection_pool_options{}.tls_context(trust)), clock);
+  completion<result_t> done;
+  spawn(io, call(c, rhttp::endpoint::https("127.0.0.1", srv.port()), get()), done);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST(std::string(error_of(done).category().name()).rfind("asio.ssl", 0) == 0);
+  BOOST_TEST(srv.accepted == 1);
+  BOOST_TEST(srv.requests == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
