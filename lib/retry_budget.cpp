@@ -50,6 +50,7 @@ namespace detail {
 ratio_window::ratio_window(const retry_ratio_budget_options& o) noexcept
     : ratio_(o.ratio()),
       bucket_ticks_(std::max<std::int64_t>(o.window().count() / buckets, 1)),
+      reciprocal_(~std::uint64_t{0} / static_cast<std::uint64_t>(bucket_ticks_)),
       min_retries_(static_cast<double>(o.min_retries_per_second()) *
                    std::chrono::duration<double>(o.window()).count()) {}
 

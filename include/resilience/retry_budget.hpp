@@ -44,19 +44,22 @@ class retry_throttle {
   retry_throttle& operator=(const retry_throttle&) = delete;
 
   // An attempt's outcome: failed means a failure the policy calls transient.
+  // One atomic addition, never a retried compare-and-swap (which two threads
+  // would keep failing on each other's writes); a step past a bound is
+  // taken back at once. Another thread may glimpse the count up to one step
+  // per thread past a bound in between: only whether it is above half
+  // matters, and the books come out exact.
   void record(bool failed, bool /*first_attempt*/ = true) noexcept {
     if (!failed) {
       // At the maximum (the healthy case) a success writes nothing.
-      std::int64_t t = milli_tokens_.load(std::memory_order_relaxed);
-      while (t < max_milli_ &&
-             !milli_tokens_.compare_exchange_weak(t, std::min(t + ratio_milli_, max_milli_), std::memory_order_relaxed)) {
-      }
+      if (milli_tokens_.load(std::memory_order_relaxed) >= max_milli_) return;
+      const std::int64_t after = milli_tokens_.fetch_add(ratio_milli_, std::memory_order_relaxed) + ratio_milli_;
+      if (after > max_milli_) milli_tokens_.fetch_sub(std::min(after - max_milli_, ratio_milli_), std::memory_order_relaxed);
       return;
     }
-    std::int64_t t = milli_tokens_.load(std::memory_order_relaxed);
-    while (t > 0 && !milli_tokens_.compare_exchange_weak(t, std::max<std::int64_t>(t - 1000, 0),
-                                                         std::memory_order_relaxed)) {
-    }
+    if (milli_tokens_.load(std::memory_order_relaxed) <= 0) return;
+    const std::int64_t after = milli_tokens_.fetch_sub(1000, std::memory_order_relaxed) - 1000;
+    if (after < 0) milli_tokens_.fetch_add(std::min<std::int64_t>(-after, 1000), std::memory_order_relaxed);
   }
 
   // Whether one more retry may start; a refusal is counted.
@@ -133,7 +136,15 @@ class ratio_window {
   std::int64_t bucket_number(time_point now) const noexcept {
     const std::int64_t ticks = now.time_since_epoch().count();
     // Floor division: a clock may read before its epoch.
-    return ticks >= 0 ? ticks / bucket_ticks_ : -((-ticks - 1) / bucket_ticks_) - 1;
+    if (ticks < 0) return -((-ticks - 1) / bucket_ticks_) - 1;
+    // A multiplication by the divisor's reciprocal, corrected by at most two
+    // steps: a 64-bit division would cost more than the rest of the call.
+    const auto t = static_cast<std::uint64_t>(ticks);
+    const auto d = static_cast<std::uint64_t>(bucket_ticks_);
+    __extension__ using wide = unsigned __int128;
+    auto q = static_cast<std::uint64_t>((static_cast<wide>(t) * reciprocal_) >> 64);
+    while ((q + 1) * d <= t) ++q;
+    return static_cast<std::int64_t>(q);
   }
   static std::size_t slot(std::int64_t number) noexcept {
     return static_cast<std::size_t>(((number % buckets) + buckets) % buckets);
@@ -149,6 +160,7 @@ class ratio_window {
 
   double ratio_;
   std::int64_t bucket_ticks_;
+  std::uint64_t reciprocal_;  // floor((2^64 - 1) / bucket_ticks_)
   double min_retries_;  // over the window
   shard call_shards_[shard_count];
   alignas(64) std::array<bucket, buckets> retries_;
