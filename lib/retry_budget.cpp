@@ -66,7 +66,8 @@ std::uint64_t ratio_window::sum(const std::array<bucket, buckets>& ring, std::in
 bool ratio_window::try_retry(time_point now) noexcept {
   const std::int64_t newest = bucket_number(now);
   std::uint64_t calls = 0;
-  for (const shard& s : call_shards_) calls += sum(s.ring, newest);
+  for (const shard& s : call_shards_)
+    if (s.used.load(std::memory_order_relaxed)) calls += sum(s.ring, newest);
   bucket& current = retries_[slot(newest)];
   renew(current, newest);
   const std::uint64_t retries = sum(retries_, newest);

@@ -106,8 +106,9 @@ namespace detail {
 // of the ring is reset by whoever finds it first. Calls, counted on every
 // call, go to the calling thread's shard (a cache line of its own, so two
 // threads never write the same line); retries, counted only after a failure,
-// go to one shared ring. Counts from a bucket being reset concurrently may
-// be lost: the budget is approximate by a few calls, never unbounded.
+// go to one shared ring, and a retry reads only the shards some thread has
+// written. Counts from a bucket being reset concurrently may be lost: the
+// budget is approximate by a few calls, never unbounded.
 class ratio_window {
  public:
   static constexpr int buckets = 10;
@@ -116,7 +117,9 @@ class ratio_window {
 
   void add_call(time_point now) noexcept {
     const std::int64_t number = bucket_number(now);
-    bucket& b = call_shards_[thread_number() & (shard_count - 1)].ring[slot(number)];
+    shard& s = call_shards_[thread_number() & (shard_count - 1)];
+    if (!s.used.load(std::memory_order_relaxed)) s.used.store(true, std::memory_order_relaxed);
+    bucket& b = s.ring[slot(number)];
     renew(b, number);
     b.count.fetch_add(1, std::memory_order_relaxed);
   }
@@ -130,6 +133,7 @@ class ratio_window {
     std::atomic<std::uint64_t> count{0};
   };
   struct alignas(64) shard {
+    std::atomic<bool> used{false};  // written once: a retry skips shards never written
     std::array<bucket, buckets> ring;
   };
 
