@@ -180,9 +180,7 @@ class basic_hedging_policy {
     }
   {
     auto p = *this;
-    p.budget_ = {&budget,
-                 [](void* b, bool failed, bool first) noexcept { static_cast<B*>(b)->record(failed, first); },
-                 [](void* b) noexcept -> bool { return static_cast<B*>(b)->try_retry(); }};
+    p.budget_ = detail::budget_ref::to(budget);
     return p;
   }
   // The policy refers to the budget: a temporary one would be gone.

@@ -207,6 +207,12 @@ struct budget_ref {
     if (budget) record_fn(budget, transient_failure, first_attempt);
   }
   bool allows_retry() const noexcept { return !budget || try_retry_fn(budget); }
+
+  template <class B>
+  static budget_ref to(B& b) noexcept {
+    return {&b, [](void* p, bool failed, bool first) noexcept { static_cast<B*>(p)->record(failed, first); },
+            [](void* p) noexcept -> bool { return static_cast<B*>(p)->try_retry(); }};
+  }
 };
 
 // wait_out_open_circuit(): a breaker's rejection waits until it lets a probe
@@ -341,9 +347,7 @@ class basic_retry_policy {
     }
   {
     auto p = *this;
-    p.budget_ = {&budget,
-                 [](void* b, bool failed, bool first) noexcept { static_cast<B*>(b)->record(failed, first); },
-                 [](void* b) noexcept -> bool { return static_cast<B*>(b)->try_retry(); }};
+    p.budget_ = detail::budget_ref::to(budget);
     return p;
   }
   // Called when the budget refuses a retry, on the calling coroutine's

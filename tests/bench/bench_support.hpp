@@ -23,6 +23,18 @@ extern std::atomic<std::size_t> allocations;
 // the optimiser so it cannot fold the call away.
 boost::asio::awaitable<int> trivial_op();
 
+// Runs `loop` (a Google Benchmark loop over `state`) and reports the heap
+// allocations it made per iteration (thread 0's share of a multi-threaded run
+// counts every thread's).
+template <class Loop>
+void count_allocations(benchmark::State& state, Loop loop) {
+  const std::size_t before = allocations.load();
+  loop();
+  if (state.thread_index() == 0)
+    state.counters["allocs/call"] =
+        static_cast<double>(allocations.load() - before) / static_cast<double>(state.iterations());
+}
+
 // Ratios printed after the run, as "numerator / denominator".
 std::vector<std::pair<std::string, std::string>>& ratios();
 struct ratio {

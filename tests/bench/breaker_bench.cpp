@@ -30,14 +30,7 @@ mutex_breaker& shared_mutex_breaker() {
   return b;
 }
 
-template <class Loop>
-void count_allocations(benchmark::State& state, Loop loop) {
-  const std::size_t before = resilience::bench::allocations.load();
-  loop();
-  if (state.thread_index() == 0)
-    state.counters["allocs/call"] =
-        static_cast<double>(resilience::bench::allocations.load() - before) / static_cast<double>(state.iterations());
-}
+using resilience::bench::count_allocations;
 
 void breaker_admit_record(benchmark::State& state) {
   auto& b = shared_breaker();

@@ -43,14 +43,7 @@ mutex_limiter& shared_mutex_limiter() {
   return m;
 }
 
-template <class Loop>
-void count_allocations(benchmark::State& state, Loop loop) {
-  const std::size_t before = resilience::bench::allocations.load();
-  loop();
-  if (state.thread_index() == 0)
-    state.counters["allocs/call"] =
-        static_cast<double>(resilience::bench::allocations.load() - before) / static_cast<double>(state.iterations());
-}
+using resilience::bench::count_allocations;
 
 void bulkhead_acquire_release(benchmark::State& state) {
   auto& b = shared_bulkhead();

@@ -69,14 +69,7 @@ const resilience::detail::duration_series& shared_series() {
 // Spread over the buckets, as real latencies are.
 resilience::duration sample_duration(std::uint64_t i) { return std::chrono::microseconds((i * 7919) % 20000); }
 
-template <class Loop>
-void count_allocations(benchmark::State& state, Loop loop) {
-  const std::size_t before = resilience::bench::allocations.load();
-  loop();
-  if (state.thread_index() == 0)
-    state.counters["allocs/call"] =
-        static_cast<double>(resilience::bench::allocations.load() - before) / static_cast<double>(state.iterations());
-}
+using resilience::bench::count_allocations;
 
 void metrics_counter_increment(benchmark::State& state) {
   static const auto hooks = registry().breaker_events("bench", "breaker");

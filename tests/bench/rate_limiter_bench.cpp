@@ -59,14 +59,7 @@ mutex_token_bucket& shared_mutex_bucket() {
   return m;
 }
 
-template <class Loop>
-void count_allocations(benchmark::State& state, Loop loop) {
-  const std::size_t before = resilience::bench::allocations.load();
-  loop();
-  if (state.thread_index() == 0)
-    state.counters["allocs/call"] =
-        static_cast<double>(resilience::bench::allocations.load() - before) / static_cast<double>(state.iterations());
-}
+using resilience::bench::count_allocations;
 
 template <class Limiter>
 void acquire_loop(benchmark::State& state, Limiter& l) {

@@ -30,16 +30,14 @@ mutex_ratio_budget& shared_mutex_budget() {
 // retry, whose outcome (a success) is recorded too.
 template <class Budget>
 void budget_calls(benchmark::State& state, Budget& budget) {
-  const std::size_t before = resilience::bench::allocations.load();
-  std::uint32_t n = static_cast<std::uint32_t>(state.thread_index()) * 7;
-  for (auto _ : state) {
-    const bool failed = ++n % 10 == 0;
-    budget.record(failed, true);
-    if (failed && budget.try_retry()) budget.record(false, false);
-  }
-  if (state.thread_index() == 0)
-    state.counters["allocs/call"] =
-        static_cast<double>(resilience::bench::allocations.load() - before) / static_cast<double>(state.iterations());
+  resilience::bench::count_allocations(state, [&] {
+    std::uint32_t n = static_cast<std::uint32_t>(state.thread_index()) * 7;
+    for (auto _ : state) {
+      const bool failed = ++n % 10 == 0;
+      budget.record(failed, true);
+      if (failed && budget.try_retry()) budget.record(false, false);
+    }
+  });
 }
 
 void retry_throttle_call(benchmark::State& state) { budget_calls(state, shared_throttle()); }

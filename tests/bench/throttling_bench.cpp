@@ -74,14 +74,7 @@ mutex_throttle& shared_mutex_throttle() {
   return m;
 }
 
-template <class Loop>
-void count_allocations(benchmark::State& state, Loop loop) {
-  const std::size_t before = resilience::bench::allocations.load();
-  loop();
-  if (state.thread_index() == 0)
-    state.counters["allocs/call"] =
-        static_cast<double>(resilience::bench::allocations.load() - before) / static_cast<double>(state.iterations());
-}
+using resilience::bench::count_allocations;
 
 // A healthy backend: every call admitted and accepted (the common case).
 void throttle_admit_record(benchmark::State& state) {
