@@ -18,6 +18,7 @@
 #include <cmath>
 #include <chrono>
 #include <stdexcept>
+#include <memory>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -343,6 +344,49 @@ BOOST_AUTO_TEST_CASE(policies_are_values) {
   BOOST_TEST((d.options().delays == backoff::constant(1s).with_jitter(jitter::equal)));
   BOOST_TEST((retry_policy{}.options().delays.jitter_kind() == jitter::full), "the default schedule is jittered");
   BOOST_TEST(retry_policy{}.options().max_attempts == 3u);
+}
+
+// A helper that is not a coroutine: its policy is gone when the awaitable
+// runs. The call must hold a copy of its own (ASan would see the use after
+// the policy's destruction otherwise).
+namespace {
+template <class Op>
+auto call_with_local_policy(Op op, const manual_clock& clock) {
+  // On the heap, so that a use after its end is certain to be reported.
+  auto local = std::make_unique<const resilience::basic_retry_policy<resilience::any_failure,
+      resilience::no_retry_hook, manual_clock>>(
+      retry_policy{}.max_attempts(3).backoff(backoff::constant(50ms)).clock(clock).logger([](auto) {}));
+  return co_retry(std::move(op), *local);
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(an_lvalue_policy_is_copied_into_the_call) {
+  completion<boost::system::result<int>> done;
+  auto call = call_with_local_policy(failing({reset, reset}), clock);  // the helper's policy is destroyed here
+  spawn(io, std::move(call), done);
+  clock.run(io);
+  BOOST_TEST(done.times == 1);
+  BOOST_TEST(calls() == 3);
+  BOOST_TEST(done.value->value() == 42);
+  BOOST_TEST((since_start(2) == 100ms), "the copy kept the helper's schedule");
+}
+
+BOOST_AUTO_TEST_CASE(std_cref_refers_to_the_policy_instead_of_copying_it) {
+  // A policy's random source is shared by its copies; a logger counts lines.
+  int lines = 0;
+  const auto shared = policy().logger([&](std::string_view) { ++lines; });
+  completion<boost::system::result<int>> by_copy, by_reference;
+  spawn(io, co_retry(failing({reset}), shared), by_copy);
+  clock.run(io);
+  attempts.clear();
+  spawn(io, co_retry(failing({reset}), std::cref(shared)), by_reference);
+  io.restart();
+  clock.run(io);
+  BOOST_TEST(by_copy.times == 1);
+  BOOST_TEST(by_reference.times == 1);
+  BOOST_TEST(by_copy.value->value() == 42);
+  BOOST_TEST(by_reference.value->value() == 42);
+  BOOST_TEST(lines == 2, "copies share the policy's hooks");
 }
 
 // Stands in for a circuit breaker: all retry needs of one is the time left

@@ -37,9 +37,12 @@
 // cancellation slot. A zero delay yields (post) instead of arming a timer.
 //
 // The policy is a value type, validated as it is built (std::invalid_argument
-// names the field). It may be shared by any number of concurrent calls on any
-// threads; an lvalue policy is referenced, not copied, so it must outlive
-// the calls that use it. An rvalue policy is moved into the call.
+// names the field). Each call holds its own copy (an rvalue policy is moved
+// in), so an awaitable may outlive the policy it was made from: a helper may
+// return co_retry(op, its_local_policy). The copy is cheap: hooks and a
+// seeded random source are shared between copies, not copied. To skip even
+// that, pass std::cref(policy): the call then refers to it, and it must
+// outlive the call.
 #pragma once
 
 #include <resilience/backoff.hpp>
@@ -62,6 +65,7 @@
 #include <concepts>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <limits>
 #include <optional>
 #include <string>
@@ -173,9 +177,45 @@ std::string describe_outcome(const outcome<T>& o) {
   return describe_failure(o.exception(), o.error());
 }
 
+template <class T>
+inline constexpr bool is_reference_wrapper = false;
+template <class T>
+inline constexpr bool is_reference_wrapper<std::reference_wrapper<T>> = true;
+
 template <class P>
 const P& deref(const P* p) noexcept {
   return *p;
+}
+
+// An lvalue policy, copied once, straight into the call's frame: the
+// argument only points at the policy, and moving it into the frame (which
+// happens while co_retry runs, so the policy is alive) makes the copy. No
+// temporary is copied, moved and destroyed on the way.
+template <class P>
+class copied_into_frame {
+ public:
+  explicit copied_into_frame(const P& p) noexcept : policy_(&p) {}
+  copied_into_frame(copied_into_frame&& other) {
+    ::new (static_cast<void*>(&copy_)) P(*other.policy_);
+    policy_ = &copy_;
+  }
+  copied_into_frame(const copied_into_frame&) = delete;
+  copied_into_frame& operator=(const copied_into_frame&) = delete;
+  ~copied_into_frame() {
+    if (policy_ == &copy_) copy_.~P();
+  }
+  const P& get() const noexcept { return *policy_; }
+
+ private:
+  const P* policy_;  // the source until moved, then the copy
+  union {
+    P copy_;
+  };
+};
+
+template <class P>
+const P& deref(const copied_into_frame<P>& p) noexcept {
+  return p.get();
 }
 template <class P>
 const P& deref(const P& p) noexcept {
@@ -193,6 +233,25 @@ struct budget_refusal {
   std::uint32_t max_attempts;
   std::string_view failure;    // that attempt's failure, described as in the log line
 };
+
+// A policy's hooks (logger, on_budget_refused) and its random source.
+struct retry_listeners {
+  std::function<void(std::string_view)> logger;
+  std::function<void(const budget_refusal&)> on_budget_refused;
+  random_source random;
+};
+
+namespace detail {
+// `from` with one member replaced, in a new shared object (policies sharing
+// the old one keep it).
+template <class M, class F>
+std::shared_ptr<const retry_listeners> with_listener(const std::shared_ptr<const retry_listeners>& from,
+                                                     M retry_listeners::*member, F f) {
+  auto next = from ? std::make_shared<retry_listeners>(*from) : std::make_shared<retry_listeners>();
+  (*next).*member = std::move(f);
+  return next;
+}
+}  // namespace detail
 
 namespace detail {
 
@@ -252,6 +311,11 @@ class basic_retry_policy {
   // For pipeline(): no wait of this stage ends past the context's deadline.
   static constexpr bool respects_deadline = true;
 
+ private:
+  static inline const random_source per_thread_random{};
+
+ public:
+
   // -- building (each returns a new policy; the old one is unchanged) --
 
   // Total calls of op, the first one included. At least 1; or
@@ -294,7 +358,7 @@ class basic_retry_policy {
 
   basic_retry_policy random(random_source r) const {
     auto p = *this;
-    p.random_ = std::move(r);
+    p.listeners_ = detail::with_listener(listeners_, &retry_listeners::random, std::move(r));
     return p;
   }
 
@@ -303,7 +367,7 @@ class basic_retry_policy {
   // describe_outcome), the attempt, the delay.
   basic_retry_policy logger(logger_type log) const {
     auto p = *this;
-    p.logger_ = std::move(log);
+    p.listeners_ = detail::with_listener(listeners_, &retry_listeners::logger, std::move(log));
     return p;
   }
 
@@ -355,7 +419,7 @@ class basic_retry_policy {
   // call's outcome.
   basic_retry_policy on_budget_refused(std::function<void(const budget_refusal&)> f) const {
     auto p = *this;
-    p.on_budget_refused_ = std::move(f);
+    p.listeners_ = detail::with_listener(listeners_, &retry_listeners::on_budget_refused, std::move(f));
     return p;
   }
   // A refused retry ends the call with error::retry_budget_exhausted rather
@@ -400,18 +464,19 @@ class basic_retry_policy {
   const retry_options& options() const noexcept { return options_; }
   const Classifier& classifier() const noexcept { return classifier_; }
   const Clock& clock() const noexcept { return clock_; }
-  const random_source& random() const noexcept { return random_; }
+  const random_source& random() const noexcept { return listeners_ ? listeners_->random : per_thread_random; }
   const Delay& delay_generator() const noexcept { return delay_; }
   const detail::budget_ref& budget() const noexcept { return budget_; }
 
   // -- running --
 
   // The stage interface: run op under this policy inside a parent context.
-  // The awaitable refers to this policy, which must outlive it; a temporary
-  // policy is moved into the call instead.
+  // The call holds a copy of the policy (a temporary one is moved in), so
+  // the awaitable may outlive this object, as co_retry's does.
   template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) const& {
-    return detail::retry_loop<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), this, parent);
+    return detail::retry_loop<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
+        std::move(op), detail::copied_into_frame<basic_retry_policy>(*this), parent);
   }
   template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) && {
@@ -425,10 +490,11 @@ class basic_retry_policy {
   // Called by retry_loop when the budget refuses a retry.
   template <class T>
   void notify_budget_refused(std::uint32_t attempt, const outcome<T>& last) const {
-    if (!logger_ && !on_budget_refused_) return;
+    if (!listeners_) return;
     const std::string failure = detail::describe_outcome(last);
-    if (logger_) logger_(detail::format_budget_line(attempt, options_.max_attempts, failure));
-    if (on_budget_refused_) on_budget_refused_(budget_refusal{attempt, options_.max_attempts, failure});
+    if (listeners_->logger) listeners_->logger(detail::format_budget_line(attempt, options_.max_attempts, failure));
+    if (listeners_->on_budget_refused)
+      listeners_->on_budget_refused(budget_refusal{attempt, options_.max_attempts, failure});
   }
   bool budget_refusal_is_error() const noexcept { return budget_refusal_is_error_; }
 
@@ -436,35 +502,35 @@ class basic_retry_policy {
   template <class T>
   void notify_retry(const retry_event<T>& e) const {
     on_retry_(e);
-    if (logger_) {
-      logger_(detail::format_retry_line(e.attempt, e.max_attempts, detail::describe_outcome(e.result), e.backoff,
+    if (listeners_ && listeners_->logger) {
+      listeners_->logger(detail::format_retry_line(e.attempt, e.max_attempts, detail::describe_outcome(e.result), e.backoff,
                                         e.delay));
     }
   }
 
  private:
-  basic_retry_policy(retry_options o, random_source r, logger_type l, bool retries_open_circuit, Classifier c,
-                     OnRetry h, Clock k, Delay d)
-      : options_(std::move(o)), random_(std::move(r)), logger_(std::move(l)),
+  basic_retry_policy(retry_options o, std::shared_ptr<const retry_listeners> l,
+                     bool retries_open_circuit, Classifier c, OnRetry h, Clock k, Delay d)
+      : options_(std::move(o)), listeners_(std::move(l)),
         retries_open_circuit_(retries_open_circuit), classifier_(std::move(c)), on_retry_(std::move(h)),
         clock_(std::move(k)), delay_(std::move(d)) {}
 
   template <class C, class H, class K, class D>
   basic_retry_policy<C, H, K, D> rebind(C c, H h, K k, D d) const {
-    basic_retry_policy<C, H, K, D> p(options_, random_, logger_, retries_open_circuit_, std::move(c), std::move(h),
+    basic_retry_policy<C, H, K, D> p(options_, listeners_, retries_open_circuit_, std::move(c), std::move(h),
                                      std::move(k), std::move(d));
     p.budget_ = budget_;
-    p.on_budget_refused_ = on_budget_refused_;
     p.budget_refusal_is_error_ = budget_refusal_is_error_;
     return p;
   }
 
   retry_options options_;
-  random_source random_;
-  logger_type logger_;
+  // What is not trivially copied (hooks, a seeded random source), shared:
+  // copying a policy, which each call does unless given std::cref, copies
+  // no closure and touches no reference count while none is set.
+  std::shared_ptr<const retry_listeners> listeners_;
   bool retries_open_circuit_ = false;
   detail::budget_ref budget_;
-  std::function<void(const budget_refusal&)> on_budget_refused_;
   bool budget_refusal_is_error_ = false;
   [[no_unique_address]] Classifier classifier_{};
   [[no_unique_address]] OnRetry on_retry_{};
@@ -487,10 +553,18 @@ auto co_retry(Op op, Policy&& policy, const context& parent = {}) {
   using P = std::remove_cvref_t<Policy>;
   using T = detail::op_value_t<Op>;
   using E = detail::op_executor_t<Op>;
-  if constexpr (std::is_lvalue_reference_v<Policy>) {
-    return detail::retry_loop<T, E>(std::move(op), static_cast<const P*>(&policy), parent);
+  if constexpr (detail::is_reference_wrapper<P>) {
+    // std::cref(policy): referred to, so it must outlive the call.
+    using Referred = std::remove_cv_t<typename P::type>;
+    return detail::retry_loop<T, E>(std::move(op), static_cast<const Referred*>(&policy.get()), parent);
   } else {
-    return detail::retry_loop<T, E>(std::move(op), P(std::move(policy)), parent);
+    // Copied (or moved) into the call: an awaitable that outlives a helper's
+    // local policy still has its own.
+    if constexpr (std::is_lvalue_reference_v<Policy>) {
+      return detail::retry_loop<T, E>(std::move(op), detail::copied_into_frame<P>(policy), parent);
+    } else {
+      return detail::retry_loop<T, E>(std::move(op), P(std::move(policy)), parent);
+    }
   }
 }
 

@@ -87,6 +87,7 @@ class ratio_reporter : public benchmark::ConsoleReporter {
 // Entry points for callgrind.sh, defined by the benchmark files.
 extern "C" void measure_bare(int n);
 extern "C" void measure_co_retry(int n);
+extern "C" void measure_co_retry_cref(int n);
 extern "C" void measure_hand_written(int n);
 extern "C" void measure_timeout(int n);
 extern "C" void measure_or_idiom(int n);
@@ -98,7 +99,7 @@ extern "C" void measure_mutex_breaker_mixed(int n);
 int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--instructions") == 0) {
     const int n = std::atoi(argv[2]);
-    for (auto* f : {measure_bare, measure_co_retry, measure_hand_written, measure_timeout, measure_or_idiom,
+    for (auto* f : {measure_bare, measure_co_retry, measure_co_retry_cref, measure_hand_written, measure_timeout, measure_or_idiom,
                     measure_breaker, measure_breaker_mixed, measure_mutex_breaker, measure_mutex_breaker_mixed})
       f(n);
     return 0;

@@ -13,6 +13,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <chrono>
+#include <functional>
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -62,6 +63,10 @@ void hand_written_loop_success(benchmark::State& s) {
 void co_retry_success(benchmark::State& s) {
   drive(s, [] { return resilience::co_retry([] { return trivial_op(); }, success_policy); });
 }
+// The policy referred to rather than copied into the call.
+void co_retry_success_cref(benchmark::State& s) {
+  drive(s, [] { return resilience::co_retry([] { return trivial_op(); }, std::cref(success_policy)); });
+}
 void hand_written_loop_one_failure(benchmark::State& s) {
   failure_phase = 0;
   drive(s, [] { return hand_written_retry(3); });
@@ -78,12 +83,14 @@ void co_retry_one_failure_timer_wait(benchmark::State& s) {
 BENCHMARK(bare_co_await);
 BENCHMARK(hand_written_loop_success);
 BENCHMARK(co_retry_success);
+BENCHMARK(co_retry_success_cref);
 BENCHMARK(hand_written_loop_one_failure);
 BENCHMARK(co_retry_one_failure_zero_delay);
 BENCHMARK(co_retry_one_failure_timer_wait);
 
 const resilience::bench::ratio r1{"co_retry_success", "bare_co_await"};
 const resilience::bench::ratio r2{"co_retry_success", "hand_written_loop_success"};
+const resilience::bench::ratio r2b{"co_retry_success_cref", "hand_written_loop_success"};
 const resilience::bench::ratio r3{"co_retry_one_failure_zero_delay", "hand_written_loop_one_failure"};
 const resilience::bench::ratio r4{"co_retry_one_failure_timer_wait", "co_retry_one_failure_zero_delay"};
 
@@ -99,10 +106,14 @@ asio::awaitable<void> loop_bare(int n) {
 asio::awaitable<void> loop_co_retry(int n) {
   for (int i = 0; i < n; ++i) co_await resilience::co_retry([] { return trivial_op(); }, success_policy);
 }
+asio::awaitable<void> loop_co_retry_cref(int n) {
+  for (int i = 0; i < n; ++i) co_await resilience::co_retry([] { return trivial_op(); }, std::cref(success_policy));
+}
 asio::awaitable<void> loop_hand_written(int n) {
   for (int i = 0; i < n; ++i) co_await hand_written_retry_success(3);
 }
 extern "C" [[gnu::noinline]] void measure_bare(int n) { run_loop(loop_bare, n); }
 extern "C" [[gnu::noinline]] void measure_co_retry(int n) { run_loop(loop_co_retry, n); }
+extern "C" [[gnu::noinline]] void measure_co_retry_cref(int n) { run_loop(loop_co_retry_cref, n); }
 extern "C" [[gnu::noinline]] void measure_hand_written(int n) { run_loop(loop_hand_written, n); }
 
