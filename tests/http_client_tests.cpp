@@ -551,6 +551,30 @@ BOOST_AUTO_TEST_CASE(frees_every_frame_when_the_io_context_is_destroyed_mid_call
   BOOST_TEST(clock.pending() == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(an_io_context_destroyed_before_the_client_takes_its_idle_connections_with_it) {
+  manual_clock clock;
+  std::vector<rhttp::close_reason> closed;
+  client_t c(quick().pool(rhttp::connection_pool_options{}.on_closed(
+                 [&](std::string_view, rhttp::close_reason why) { closed.push_back(why); })),
+             clock);
+  for (int round = 1; round <= 2; ++round) {  // a second context after the first is gone
+    std::optional<asio::io_context> io(std::in_place);
+    std::optional<server> srv(std::in_place, *io);
+    const auto at = srv->at();
+    completion<result_t> done;
+    spawn(*io, call(c, at, get()), done);
+    BOOST_REQUIRE(run_until(*io, [&] { return done.done(); }));
+    BOOST_TEST(status_of(done) == 200u);
+    BOOST_TEST(c.pool().idle_connections(at) == 1u);
+    srv.reset();
+    io.reset();  // before the client: its sockets must not outlive their reactor
+    BOOST_TEST(c.pool().idle_connections(at) == 0u);
+    BOOST_TEST(c.pool().open_connections(at) == 0u);
+    BOOST_REQUIRE(closed.size() == static_cast<std::size_t>(round));
+    BOOST_TEST((closed.back() == rhttp::close_reason::pool_closed));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(resolves_a_host_name_and_sets_the_host_header) {
   asio::io_context io;
   manual_clock clock;

@@ -1,8 +1,12 @@
 #include <resilience/http/connection_pool.hpp>
 
+#include <boost/asio/execution/context.hpp>
+#include <boost/asio/execution_context.hpp>
+#include <boost/asio/query.hpp>
 #include <boost/asio/socket_base.hpp>
 
 #include <algorithm>
+#include <mutex>
 
 namespace resilience::http {
 
@@ -59,9 +63,78 @@ struct pool_core::host {
   std::deque<std::shared_ptr<pool_waiter>> waiters;
 };
 
+namespace {
+// Every link between a pool and a context it has connections on. One lock
+// for all: links change only when a pool first opens a connection on a
+// context, and when a pool or a context goes.
+std::mutex links_mutex;
+}  // namespace
+
+// A context's shutdown hook: closes the idle connections every linked pool
+// holds on it, before the context's reactor goes. Registered on first use,
+// so after the reactor of the context's first socket: shut down before it.
+class pool_context_service final : public boost::asio::execution_context::service {
+ public:
+  static boost::asio::execution_context::id id;
+
+  explicit pool_context_service(boost::asio::execution_context& ctx) : service(ctx) {}
+
+  std::vector<pool_core*> pools;  // under links_mutex
+
+ private:
+  void shutdown() override {
+    std::lock_guard lock(links_mutex);
+    for (pool_core* p : pools) {
+      std::erase(p->watched_, static_cast<void*>(this));
+      p->close_idle_on(context());
+    }
+    pools.clear();
+  }
+};
+
+boost::asio::execution_context::id pool_context_service::id;
+
 pool_core::pool_core(connection_pool_options o) : options_(std::move(o)) {}
 
-pool_core::~pool_core() { close_idle(); }
+pool_core::~pool_core() {
+  {
+    std::lock_guard lock(links_mutex);
+    for (void* s : watched_) std::erase(static_cast<pool_context_service*>(s)->pools, this);
+    watched_.clear();
+  }
+  close_idle();
+}
+
+void pool_core::watch(boost::asio::execution_context& ctx) {
+  auto& service = boost::asio::use_service<pool_context_service>(ctx);
+  std::lock_guard lock(links_mutex);
+  if (std::find(watched_.begin(), watched_.end(), static_cast<void*>(&service)) != watched_.end()) return;
+  watched_.push_back(&service);
+  service.pools.push_back(this);
+}
+
+std::size_t pool_core::close_idle_on(const boost::asio::execution_context& ctx) noexcept {
+  namespace asio = boost::asio;
+  std::vector<std::pair<host*, std::unique_ptr<connection>>> closed;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [key, h] : hosts_) {
+      auto on_ctx = [&](const std::unique_ptr<connection>& c) {
+        return &asio::query(c->socket().get_executor(), asio::execution::context) == &ctx;
+      };
+      for (auto& c : h->idle)
+        if (on_ctx(c)) closed.emplace_back(h.get(), std::move(c));
+      const auto end = std::remove(h->idle.begin(), h->idle.end(), nullptr);
+      h->open -= static_cast<std::uint32_t>(h->idle.end() - end);
+      h->idle.erase(end, h->idle.end());
+    }
+  }
+  for (auto& [h, c] : closed) {
+    c.reset();
+    report_closed(*h, close_reason::pool_closed);
+  }
+  return closed.size();
+}
 
 void pool_core::report_opened(const host& h) const noexcept {
   if (options_.on_opened()) options_.on_opened()(h.key);

@@ -33,8 +33,10 @@
 //
 // Lifetimes. The pool must outlive every call made through it (it cannot be
 // copied, and acquire() on a temporary does not compile). A connection
-// belongs to the execution context of the call that opened it: call
-// close_idle() (or destroy the pool) before destroying that io_context.
+// belongs to the execution context of the call that opened it; when that
+// context shuts down (an io_context destroyed before the pool), its idle
+// connections in the pool are closed then (close_reason::pool_closed), so
+// the pool may be declared before or after it.
 // Thread-safe; a connection is used by one call at a time.
 #pragma once
 
@@ -267,6 +269,11 @@ class pool_core {
 
   std::size_t close_expired(time_point now) noexcept;
   std::size_t close_idle() noexcept;
+  // Connections are being opened on `ctx`: its shutdown will close those
+  // left idle here (lib/http/client.cpp keeps the links).
+  void watch(boost::asio::execution_context& ctx);
+  // Closes the idle connections whose socket belongs to `ctx`.
+  std::size_t close_idle_on(const boost::asio::execution_context& ctx) noexcept;
   std::uint32_t open_connections(const std::string& key) const;
   std::uint32_t idle_connections(const std::string& key) const;
   const connection_pool_options& options() const noexcept { return options_; }
@@ -277,6 +284,10 @@ class pool_core {
   connection_pool_options options_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, std::unique_ptr<host>> hosts_;  // never erased: hosts stay put
+  // The contexts this pool has connections on (their shutdown hooks); under
+  // the links' own lock, not mutex_.
+  std::vector<void*> watched_;
+  friend class pool_context_service;
 };
 
 // A connection on loan from a pool, or the place to open one. Its end gives
@@ -466,6 +477,7 @@ class basic_connection_pool {
       std::tie(ec, connected) = co_await stream.async_connect(results, asio::as_tuple(asio::use_awaitable));
     }
     if (ec) co_return ec;
+    core_.watch(asio::query(ex, asio::execution::context));
     stream.socket().set_option(tcp::no_delay(true), ec);
     if (!to.tls) co_return std::make_unique<connection>(std::move(stream));
 
