@@ -340,10 +340,12 @@ BOOST_AUTO_TEST_CASE(closes_connections_idle_past_the_idle_timeout) {
   BOOST_REQUIRE(run_until(io, [&] { return first.done(); }));
   clock.advance(4s);
   BOOST_TEST(c.pool().close_expired() == 0u);
+  BOOST_TEST(c.pool().hosts() == 1u);
   clock.advance(1s);
   BOOST_TEST(c.pool().close_expired() == 1u);
   BOOST_REQUIRE(closed.size() == 1u);
   BOOST_TEST((closed[0] == rhttp::close_reason::idle_timeout));
+  BOOST_TEST(c.pool().hosts() == 0u, "a host left with no connection is forgotten");
   completion<result_t> second;
   spawn(io, call(c, srv.at(), get()), second);
   BOOST_REQUIRE(run_until(io, [&] { return second.done(); }));

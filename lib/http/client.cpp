@@ -113,28 +113,6 @@ void pool_core::watch(boost::asio::execution_context& ctx) {
   service.pools.push_back(this);
 }
 
-std::size_t pool_core::close_idle_on(const boost::asio::execution_context& ctx) noexcept {
-  namespace asio = boost::asio;
-  std::vector<std::pair<host*, std::unique_ptr<connection>>> closed;
-  {
-    std::lock_guard lock(mutex_);
-    for (auto& [key, h] : hosts_) {
-      auto on_ctx = [&](const std::unique_ptr<connection>& c) {
-        return &asio::query(c->socket().get_executor(), asio::execution::context) == &ctx;
-      };
-      for (auto& c : h->idle)
-        if (on_ctx(c)) closed.emplace_back(h.get(), std::move(c));
-      const auto end = std::remove(h->idle.begin(), h->idle.end(), nullptr);
-      h->open -= static_cast<std::uint32_t>(h->idle.end() - end);
-      h->idle.erase(end, h->idle.end());
-    }
-  }
-  for (auto& [h, c] : closed) {
-    c.reset();
-    report_closed(*h, close_reason::pool_closed);
-  }
-  return closed.size();
-}
 
 void pool_core::report_opened(const host& h) const noexcept {
   if (options_.on_opened()) options_.on_opened()(h.key);
@@ -221,44 +199,63 @@ void pool_core::release(host& h, std::unique_ptr<connection> conn, bool keep, cl
   if (first) first->wake();
 }
 
-std::size_t pool_core::close_expired(time_point now) noexcept {
-  std::vector<std::pair<host*, std::unique_ptr<connection>>> closed;
+// Closes the idle connections `which` picks, then forgets every host left
+// with no connection and no waiter (a client that met many hosts would
+// otherwise keep an entry for each). No lease or waiter points at such a
+// host: a place taken counts in `open`.
+template <class Which>
+std::size_t pool_core::sweep(Which which, close_reason why) noexcept {
+  std::vector<std::pair<std::string, std::unique_ptr<connection>>> closed;
   {
     std::lock_guard lock(mutex_);
-    for (auto& [key, h] : hosts_) {
-      std::vector<std::unique_ptr<connection>> out;
-      close_all(*h, out, now, false);
-      for (auto& c : out) closed.emplace_back(h.get(), std::move(c));
+    for (auto it = hosts_.begin(); it != hosts_.end();) {
+      host& h = *it->second;
+      for (auto& c : h.idle)
+        if (which(h, *c)) closed.emplace_back(h.key, std::move(c));
+      const auto end = std::remove(h.idle.begin(), h.idle.end(), nullptr);
+      h.open -= static_cast<std::uint32_t>(h.idle.end() - end);
+      h.idle.erase(end, h.idle.end());
+      if (h.open == 0 && h.waiters.empty()) {
+        it = hosts_.erase(it);
+      } else {
+        ++it;
+      }
     }
   }
-  for (auto& [h, c] : closed) {
+  for (auto& [key, c] : closed) {
     c.reset();
-    report_closed(*h, close_reason::idle_timeout);
+    if (options_.on_closed()) options_.on_closed()(key, why);
   }
   return closed.size();
 }
 
+std::size_t pool_core::close_expired(time_point now) noexcept {
+  return sweep([&](const host&, const connection& c) { return now - c.idle_since_ >= options_.idle_timeout(); },
+               close_reason::idle_timeout);
+}
+
 std::size_t pool_core::close_idle() noexcept {
-  std::vector<std::pair<host*, std::unique_ptr<connection>>> closed;
-  {
-    std::lock_guard lock(mutex_);
-    for (auto& [key, h] : hosts_) {
-      std::vector<std::unique_ptr<connection>> out;
-      close_all(*h, out, time_point{}, true);
-      for (auto& c : out) closed.emplace_back(h.get(), std::move(c));
-    }
-  }
-  for (auto& [h, c] : closed) {
-    c.reset();
-    report_closed(*h, close_reason::pool_closed);
-  }
-  return closed.size();
+  return sweep([](const host&, const connection&) { return true; }, close_reason::pool_closed);
+}
+
+std::size_t pool_core::close_idle_on(const boost::asio::execution_context& ctx) noexcept {
+  namespace asio = boost::asio;
+  return sweep(
+      [&](const host&, connection& c) {
+        return &asio::query(c.socket().get_executor(), asio::execution::context) == &ctx;
+      },
+      close_reason::pool_closed);
 }
 
 std::uint32_t pool_core::open_connections(const std::string& key) const {
   std::lock_guard lock(mutex_);
   const auto it = hosts_.find(key);
   return it == hosts_.end() ? 0 : it->second->open;
+}
+
+std::size_t pool_core::hosts() const {
+  std::lock_guard lock(mutex_);
+  return hosts_.size();
 }
 
 std::uint32_t pool_core::idle_connections(const std::string& key) const {

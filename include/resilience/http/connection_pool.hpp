@@ -27,7 +27,8 @@
 // the first waiter; a closed one leaves its place to it.
 //
 // Idle connections are closed once idle_timeout() has passed, when their key
-// is next used, or by close_expired() (from a periodic timer, say). Name
+// is next used, or by close_expired() (from a periodic timer, say), which
+// also forgets hosts left with no connection. Name
 // resolution is bounded by resolve_timeout() (error::timeout); an IP literal
 // is not resolved.
 //
@@ -276,14 +277,19 @@ class pool_core {
   std::size_t close_idle_on(const boost::asio::execution_context& ctx) noexcept;
   std::uint32_t open_connections(const std::string& key) const;
   std::uint32_t idle_connections(const std::string& key) const;
+  std::size_t hosts() const;
   const connection_pool_options& options() const noexcept { return options_; }
 
  private:
   void close_all(host& h, std::vector<std::unique_ptr<connection>>& out, time_point now, bool all) noexcept;
+  template <class Which>
+  std::size_t sweep(Which which, close_reason why) noexcept;
 
   connection_pool_options options_;
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, std::unique_ptr<host>> hosts_;  // never erased: hosts stay put
+  // A host stays put while a place of it is taken or a caller waits for
+  // one (leases and waiters point at it); sweeps forget the others.
+  std::unordered_map<std::string, std::unique_ptr<host>> hosts_;
   // The contexts this pool has connections on (their shutdown hooks); under
   // the links' own lock, not mutex_.
   std::vector<void*> watched_;
@@ -362,6 +368,10 @@ class basic_connection_pool {
   std::size_t close_idle() noexcept { return core_.close_idle(); }
   std::uint32_t open_connections(const endpoint& to) const { return core_.open_connections(to.key()); }
   std::uint32_t idle_connections(const endpoint& to) const { return core_.idle_connections(to.key()); }
+  // Hosts the pool keeps an entry for: those with a connection (idle, in
+  // use or being opened) or a waiting caller, and any others since the last
+  // close_expired() or close_idle().
+  std::size_t hosts() const { return core_.hosts(); }
   const connection_pool_options& options() const noexcept { return core_.options(); }
   const Clock& clock() const noexcept { return clock_; }
 
