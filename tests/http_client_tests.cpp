@@ -353,6 +353,33 @@ BOOST_AUTO_TEST_CASE(closes_connections_idle_past_the_idle_timeout) {
   BOOST_TEST(srv.accepted == 2);
 }
 
+BOOST_AUTO_TEST_CASE(a_call_to_one_host_closes_expired_connections_of_the_others) {
+  asio::io_context io;
+  manual_clock clock;
+  server first(io), second(io);
+  std::vector<std::string> closed;
+  client_t c(quick().pool(rhttp::connection_pool_options{}.idle_timeout(10s).on_closed(
+                 [&](std::string_view key, rhttp::close_reason) { closed.emplace_back(key); })),
+             clock);
+  auto call_to = [&](const server& s) {
+    completion<result_t> done;
+    spawn(io, call(c, s.at(), get()), done);
+    BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+    BOOST_TEST(status_of(done) == 200u);
+  };
+  call_to(first);
+  clock.advance(4s);
+  call_to(second);  // the first host's connection is not yet expired
+  BOOST_TEST(closed.empty());
+  BOOST_TEST(c.pool().hosts() == 2u);
+  clock.advance(7s);  // 11 s idle for the first, 7 s for the second
+  call_to(second);
+  BOOST_REQUIRE(closed.size() == 1u);
+  BOOST_TEST(closed[0] == first.at().key());
+  BOOST_TEST(c.pool().hosts() == 1u);
+  BOOST_TEST(c.pool().idle_connections(second.at()) == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(times_out_a_hung_server_and_never_reuses_that_connection) {
   asio::io_context io;
   manual_clock clock;

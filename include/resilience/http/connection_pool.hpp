@@ -26,9 +26,10 @@
 // once with error::bulkhead_full. A connection handed back goes straight to
 // the first waiter; a closed one leaves its place to it.
 //
-// Idle connections are closed once idle_timeout() has passed, when their key
-// is next used, or by close_expired() (from a periodic timer, say), which
-// also forgets hosts left with no connection. Name
+// Idle connections are closed once idle_timeout() has passed: when their key
+// is next used, by a sweep over every host that calls make at most twice per
+// idle_timeout(), or by close_expired(); sweeps also forget hosts left with
+// no connection. Name
 // resolution is bounded by resolve_timeout() (error::timeout); an IP literal
 // is not resolved.
 //
@@ -59,6 +60,8 @@
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/system/result.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -414,6 +417,7 @@ class basic_connection_pool {
     const auto cs = co_await asio::this_coro::cancellation_state;
     if (cs.cancelled() != asio::cancellation_type::none) co_return asio::error::operation_aborted;
     const std::string key = to->key();
+    sweep_now_and_then();
     for (;;) {
       pool_core::acquired a = core_.acquire(key, clock_.now(), nullptr);
       if (a.how == pool_core::grant::busy) {
@@ -506,9 +510,22 @@ class basic_connection_pool {
     co_return std::make_unique<connection>(std::move(tls));
   }
 
+  // Closes connections idle past their time on every host (not only the one
+  // asked for) at most twice per idle_timeout(), from the calls themselves:
+  // a host never used again does not keep its sockets, and no timer runs.
+  void sweep_now_and_then() noexcept {
+    const auto now = clock_.now().time_since_epoch().count();
+    auto due = next_sweep_.load(std::memory_order_relaxed);
+    if (now < due) return;
+    const auto half = std::max<duration::rep>(core_.options().idle_timeout().count() / 2, 1);
+    const auto next = half > duration::max().count() - now ? duration::max().count() : now + half;
+    if (next_sweep_.compare_exchange_strong(due, next, std::memory_order_relaxed)) core_.close_expired(clock_.now());
+  }
+
   Clock clock_;
   std::shared_ptr<boost::asio::ssl::context> tls_;
   pool_core core_;
+  std::atomic<duration::rep> next_sweep_{0};
 };
 
 using connection_pool = basic_connection_pool<>;
