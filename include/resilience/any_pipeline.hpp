@@ -45,7 +45,7 @@ class any_pipeline {
     auto held = std::make_shared<stored>(detail::store_stage<stored>(std::forward<Stage>(stage)));
     check(detail::unwrap_stage(*held));
     stages_.push_back([held](const next_type& next, const context& ctx) -> awaitable_type {
-      return detail::unwrap_stage(*held).run(call_next{&next}, ctx);
+      return detail::run_held_stage(detail::unwrap_stage(*held), call_next{&next}, ctx);
     });
     return *this;
   }

@@ -88,6 +88,18 @@ Stored store_stage(S&& s) {
   }
 }
 
+// Runs a stage the pipeline holds: by reference when the stage would
+// otherwise copy itself into the call (a retry policy), since the pipeline
+// outlives its calls.
+template <class S, class Op>
+auto run_held_stage(const S& s, Op op, const context& ctx) {
+  if constexpr (requires { s.run_referenced(std::move(op), ctx); }) {
+    return s.run_referenced(std::move(op), ctx);
+  } else {
+    return s.run(std::move(op), ctx);
+  }
+}
+
 // Calls the op of an outer stage's frame without copying it.
 template <class Op>
 struct op_ref {
@@ -231,7 +243,7 @@ class pipeline {
   template <std::size_t I, class Op>
   auto run_from(Op op, const context& ctx) const {
     if constexpr (I + 1 == sizeof...(Stored)) {
-      return stage<I>().run(std::move(op), ctx);
+      return detail::run_held_stage(stage<I>(), std::move(op), ctx);
     } else {
       // Stage I repeats or bounds this inner call; it keeps `inner` in its
       // own frame, so the reference handed further in stays valid.
@@ -241,7 +253,7 @@ class pipeline {
       if constexpr (detail::tightens_deadline<stage_t<I>> && inner_stages_keep_deadline<I>()) {
         return stage<I>().run_tightened(std::move(inner), ctx);
       } else {
-        return stage<I>().run(std::move(inner), ctx);
+        return detail::run_held_stage(stage<I>(), std::move(inner), ctx);
       }
     }
   }
