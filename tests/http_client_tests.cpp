@@ -557,6 +557,53 @@ BOOST_AUTO_TEST_CASE(the_breaker_of_a_host_opens_and_rejects_without_connecting)
   BOOST_TEST(status_of(other) == 200u);
 }
 
+BOOST_AUTO_TEST_CASE(reports_each_calls_attempts_and_which_waits_were_the_servers) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) {
+    if (n == 1) return step{step::respond, 503, {{"Retry-After", "2"}}};
+    if (n == 2) return step{step::respond, 500};
+    if (n == 3) return step{};
+    return step{step::respond, 500, {}, true};
+  };
+  std::vector<bool> server_waits;
+  std::vector<rhttp::client_call_event> finished;
+  client_t c(quick()
+                 .breaker(resilience::breaker_options{}.consecutive_failures(4).open_duration(30s))
+                 .on_retry([&](const rhttp::client_retry_event& e) { server_waits.push_back(e.retry_after); })
+                 .on_call_finished([&](const rhttp::client_call_event& e) { finished.push_back(e); }),
+             clock);
+  completion<result_t> done;
+  spawn(io, call(c, srv.at(), get()), done);
+  BOOST_REQUIRE(run_until(io, [&] { return server_waits.size() == 1 && clock.pending() == 1; }));
+  BOOST_TEST(finished.empty());  // reported as the call returns, not before
+  clock.advance(2s);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST(status_of(done) == 200u);
+  BOOST_TEST((server_waits == std::vector<bool>{true, false}));  // Retry-After, then the backoff
+  BOOST_REQUIRE(finished.size() == 1u);
+  BOOST_TEST(finished[0].attempts == 3u);
+  BOOST_TEST(finished[0].status == 200u);
+  BOOST_TEST(!finished[0].error);
+
+  // Four 500s open the breaker: the next call makes no attempt at all.
+  completion<result_t> failed, refused;
+  spawn(io, call(c, srv.at(), get()), failed);
+  BOOST_REQUIRE(run_until(io, [&] { return failed.done(); }));
+  BOOST_TEST(status_of(failed) == 500u);
+  BOOST_REQUIRE(finished.size() == 2u);
+  BOOST_TEST(finished[1].attempts == 4u);
+  BOOST_TEST(finished[1].status == 500u);
+  spawn(io, call(c, srv.at(), get()), refused);
+  BOOST_REQUIRE(run_until(io, [&] { return refused.done(); }));
+  BOOST_TEST((error_of(refused) == resilience::error::circuit_open));
+  BOOST_REQUIRE(finished.size() == 3u);
+  BOOST_TEST(finished[2].attempts == 0u);
+  BOOST_TEST((finished[2].error == resilience::error::circuit_open));
+  BOOST_TEST(finished[2].status == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(frees_every_frame_when_the_io_context_is_destroyed_mid_call) {
   manual_clock clock;
   std::optional<asio::io_context> io(std::in_place);

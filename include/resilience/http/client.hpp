@@ -37,6 +37,10 @@
 // one whose exchange failed, timed out or was cancelled is closed, never
 // reused. The request is taken by value: the call keeps its own copy.
 //
+// Events: on_retry before each retry's wait (its delay, and whether that is
+// the server's Retry-After); on_call_finished as each call returns (how many
+// attempts it made, and how it ended).
+//
 // The client must outlive its calls and cannot be copied; request() on a
 // temporary does not compile. It is thread-safe; a call runs on its caller's
 // executor (a strand on a multi-threaded io_context). Destroy it, or call
@@ -86,6 +90,14 @@ struct client_retry_event {
   duration delay;         // the wait before the next one
   error_code error;       // its error, if it ended with one
   unsigned status;        // its response's status, 0 without a response
+  bool retry_after;       // the wait is the server's Retry-After (capped), not the backoff
+};
+
+// What on_call_finished reports, once per call that returns.
+struct client_call_event {
+  std::uint32_t attempts;  // attempts that went past the breaker: 0 if it refused the first
+  error_code error;        // what ended the call, if not a response
+  unsigned status;         // the response's status, 0 without one
 };
 
 class client_options {
@@ -184,6 +196,14 @@ class client_options {
     o.on_retry_ = std::move(f);
     return o;
   }
+  // Runs on the calling coroutine's executor as a call returns, with how many
+  // attempts it took (per-attempt metrics without wrapping each call). Not
+  // run for a call whose coroutine is destroyed unfinished. Must not throw.
+  client_options on_call_finished(std::function<void(const client_call_event&)> f) const {
+    auto o = *this;
+    o.on_finished_ = std::move(f);
+    return o;
+  }
 
   duration total_timeout() const noexcept { return total_; }
   duration attempt_timeout() const noexcept { return attempt_; }
@@ -198,6 +218,7 @@ class client_options {
   std::uint64_t max_response_body() const noexcept { return max_body_; }
   const connection_pool_options& pool() const noexcept { return pool_; }
   const std::function<void(const client_retry_event&)>& on_retry() const noexcept { return on_retry_; }
+  const std::function<void(const client_call_event&)>& on_call_finished() const noexcept { return on_finished_; }
 
  private:
   duration total_ = std::chrono::seconds(30);
@@ -218,6 +239,7 @@ class client_options {
   std::uint64_t max_body_ = 8u << 20;
   connection_pool_options pool_;
   std::function<void(const client_retry_event&)> on_retry_;
+  std::function<void(const client_call_event&)> on_finished_;
 };
 
 // For one call.
@@ -248,15 +270,22 @@ namespace detail {
 // Forwards retry events to client_options::on_retry.
 struct client_retry_hook {
   const std::function<void(const client_retry_event&)>* report;
+  const retry_after_delay* retry_after;
 
   template <class T>
   void operator()(const retry_event<T>& e) const {
     if (!*report) return;
     unsigned status = 0;
+    bool server_delay = false;
     if constexpr (http::detail::carries_response<T>) {
-      if (const auto* r = http::detail::response_of(e.result)) status = r->result_int();
+      if (const auto* r = http::detail::response_of(e.result)) {
+        status = r->result_int();
+        // Asked again rather than remembered: a retry is off the success
+        // path, and the delay generator keeps no state.
+        server_delay = retry_after->requested(*r).has_value();
+      }
     }
-    (*report)(client_retry_event{e.attempt, e.delay, e.result.error(), status});
+    (*report)(client_retry_event{e.attempt, e.delay, e.result.error(), status, server_delay});
   }
 };
 
@@ -286,7 +315,7 @@ class basic_client {
                    .max_attempts(options_.max_retries() + 1)
                    .backoff(options_.backoff())
                    .retry_if(options_.retry_classifier())
-                   .on_retry(detail::client_retry_hook{&options_.on_retry()})
+                   .on_retry(detail::client_retry_hook{&options_.on_retry(), &options_.retry_after()})
                    .clock(clock)
                    .delay_generator(options_.retry_after())),
         attempt_(options_.attempt_timeout(), clock) {}
@@ -333,10 +362,19 @@ class basic_client {
     props.set(http::idempotent, options.idempotent().value_or(is_idempotent(req)));
     context ctx = context{}.with(props);
     ctx.deadline = options.deadline();
-    auto attempt_op = [&](const context& c) { return attempt<ResBody>(to, req, c); };
-    co_return co_await resilience::pipeline(std::cref(total_), std::cref(retry_),
-                                            breakers_.stage(to.key(), http::breaker_classifier{}),
-                                            std::cref(attempt_))(std::move(attempt_op), ctx);
+    std::uint32_t attempts = 0;
+    auto attempt_op = [&](const context& c) {
+      attempts = c.attempt;
+      return attempt<ResBody>(to, req, c);
+    };
+    auto res = co_await resilience::pipeline(std::cref(total_), std::cref(retry_),
+                                             breakers_.stage(to.key(), http::breaker_classifier{}),
+                                             std::cref(attempt_))(std::move(attempt_op), ctx);
+    if (const auto& report = options_.on_call_finished()) {
+      report(client_call_event{attempts, res.has_error() ? res.error() : error_code{},
+                               res.has_value() ? res->result_int() : 0u});
+    }
+    co_return res;
   }
 
   template <class ResBody, class Request>
