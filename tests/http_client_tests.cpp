@@ -23,6 +23,10 @@
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
@@ -59,6 +63,9 @@ struct step {
   unsigned status = 200;
   std::vector<std::pair<std::string, std::string>> headers = {};
   bool close = false;  // Connection: close, then the server closes
+  // Says keep-alive, then ends its side anyway (FIN) and keeps the socket in
+  // `held`, where a test can see the client's kernel acknowledge the FIN.
+  bool half_close = false;
 };
 
 struct server {
@@ -135,6 +142,12 @@ struct server {
       res.keep_alive(!st.close);
       res.prepare_payload();
       auto [wec, wn] = co_await bhttp::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
+      if (!wec && st.half_close) {
+        auto& socket = beast::get_lowest_layer(stream).socket();
+        socket.shutdown(tcp::socket::shutdown_send);
+        s->held.push_back(std::move(socket));
+        co_return;
+      }
       if (wec || st.close) co_return;
     }
   }
@@ -148,6 +161,15 @@ bool run_until(asio::io_context& io, Pred done, int cap = 3000) {
     io.run_one_for(std::chrono::milliseconds(5));
   }
   return done();
+}
+
+// The peer of `socket` has acknowledged its FIN: the end of stream is in
+// that peer's receive queue.
+bool fin_acknowledged(tcp::socket& socket) {
+  tcp_info info{};
+  socklen_t size = sizeof info;
+  return ::getsockopt(socket.native_handle(), IPPROTO_TCP, TCP_INFO, &info, &size) == 0 &&
+         info.tcpi_state == TCP_FIN_WAIT2;
 }
 
 bhttp::request<bhttp::empty_body> get(std::string target = "/") { return {bhttp::verb::get, target, 11}; }
@@ -325,6 +347,31 @@ BOOST_AUTO_TEST_CASE(reuses_a_kept_alive_connection_until_the_server_says_close)
   BOOST_REQUIRE(closed.size() == 1u);
   BOOST_TEST((closed[0] == rhttp::close_reason::not_reusable));
   BOOST_TEST(c.pool().idle_connections(srv.at()) == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(notices_a_server_that_closed_an_idle_connection_before_reusing_it) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::respond, 200, {}, false, true} : step{}; };
+  std::vector<rhttp::close_reason> closed;
+  client_t c(quick().pool(rhttp::connection_pool_options{}.on_closed(
+                 [&](std::string_view, rhttp::close_reason why) { closed.push_back(why); })),
+             clock);
+  completion<result_t> first;
+  spawn(io, call(c, srv.at(), get()), first);
+  BOOST_REQUIRE(run_until(io, [&] { return first.done(); }));
+  BOOST_TEST(status_of(first) == 200u);
+  BOOST_TEST(c.pool().idle_connections(srv.at()) == 1u);  // kept: the response said keep-alive
+  BOOST_REQUIRE(run_until(io, [&] { return srv.held.size() == 1u && fin_acknowledged(srv.held[0]); }));
+  completion<result_t> second;
+  spawn(io, call(c, srv.at(), get()), second);
+  BOOST_REQUIRE(run_until(io, [&] { return second.done(); }));
+  BOOST_TEST(status_of(second) == 200u);
+  BOOST_REQUIRE(closed.size() == 1u);
+  BOOST_TEST((closed[0] == rhttp::close_reason::peer_closed));  // found before a byte was written
+  BOOST_TEST(srv.accepted == 2);
+  BOOST_TEST(srv.requests == 2);  // none lost on the closed connection
 }
 
 BOOST_AUTO_TEST_CASE(closes_connections_idle_past_the_idle_timeout) {

@@ -5,7 +5,10 @@
 #include <boost/asio/query.hpp>
 #include <boost/asio/socket_base.hpp>
 
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <mutex>
 
 namespace resilience::http {
@@ -41,6 +44,18 @@ boost::asio::ip::tcp::socket& connection::socket() noexcept {
 bool connection::peer_closed() noexcept {
   namespace asio = boost::asio;
   auto& s = socket();
+#if defined(MSG_DONTWAIT)
+  // One syscall on every reuse. MSG_DONTWAIT makes this receive alone
+  // non-blocking; switching the socket's mode instead (non_blocking(true),
+  // then false) costs two ioctls, and a third when the next async operation
+  // switches it back: about 8% of a keep-alive request's CPU on loopback
+  // (http_load).
+  char byte;
+  const auto n = ::recv(s.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  // Nothing to read: still open. End of stream, an error, or bytes nobody
+  // asked for make it unfit to carry a request.
+  return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+#else
   error_code ec;
   // Only this call's synchronous receive is affected: async operations
   // never block whatever the flag says.
@@ -54,6 +69,7 @@ bool connection::peer_closed() noexcept {
   // would_block: nothing to read and still open. Anything else (end of
   // stream, reset, stray bytes) makes it unfit to carry a request.
   return ec != asio::error::would_block;
+#endif
 }
 
 struct pool_core::host {

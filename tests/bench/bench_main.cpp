@@ -10,43 +10,6 @@
 #include <cstring>
 #include <map>
 
-std::atomic<std::size_t> resilience::bench::allocations{0};
-
-// Every heap allocation, whoever makes it: operator new ends in malloc, and
-// Asio's recycling allocator calls aligned_alloc directly when its per-thread
-// cache misses, which an operator new hook alone would never see. These
-// replace glibc's entry points and forward to its internal ones.
-extern "C" {
-void* __libc_malloc(std::size_t);
-void* __libc_calloc(std::size_t, std::size_t);
-void* __libc_realloc(void*, std::size_t);
-void* __libc_memalign(std::size_t, std::size_t);
-
-static void count_allocation() { resilience::bench::allocations.fetch_add(1, std::memory_order_relaxed); }
-
-void* malloc(std::size_t n) {
-  count_allocation();
-  return __libc_malloc(n);
-}
-void* calloc(std::size_t n, std::size_t size) {
-  count_allocation();
-  return __libc_calloc(n, size);
-}
-void* realloc(void* p, std::size_t n) {
-  count_allocation();
-  return __libc_realloc(p, n);
-}
-void* aligned_alloc(std::size_t alignment, std::size_t n) {
-  count_allocation();
-  return __libc_memalign(alignment, n);
-}
-int posix_memalign(void** out, std::size_t alignment, std::size_t n) {
-  count_allocation();
-  *out = __libc_memalign(alignment, n);
-  return *out ? 0 : 12;  // ENOMEM
-}
-}
-
 namespace resilience::bench {
 
 [[gnu::noinline]] boost::asio::awaitable<int> trivial_op() { co_return 42; }

@@ -2,6 +2,8 @@
 // one co_await per iteration, the trivial op, and the ratio table.
 #pragma once
 
+#include "allocation_counter.hpp"
+
 #include <benchmark/benchmark.h>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -15,9 +17,6 @@
 #include <vector>
 
 namespace resilience::bench {
-
-// Every heap allocation in this program (counted in bench_main.cpp).
-extern std::atomic<std::size_t> allocations;
 
 // The op every variant calls: as cheap as an awaitable can be, and opaque to
 // the optimiser so it cannot fold the call away.
