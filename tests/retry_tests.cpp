@@ -19,6 +19,8 @@
 #include <chrono>
 #include <stdexcept>
 #include <memory>
+#include <algorithm>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -574,6 +576,29 @@ BOOST_AUTO_TEST_CASE(a_given_delay_is_jittered_only_when_asked) {
       BOOST_TEST(exactly_1s == 29);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(after_then_backoff_waits_the_given_delay_and_the_jittered_schedule_on_top) {
+  std::vector<duration> waits;
+  const auto p = retry_policy{}
+                     .max_attempts(20)
+                     .backoff(backoff::constant(200ms))
+                     .jitter(jitter::full)
+                     .random(resilience::random_source::seeded(11))
+                     .clock(clock)
+                     .delay_generator([](const auto&, const resilience::context&) {
+                       return resilience::retry_delay::after_then_backoff(1s);
+                     })
+                     .on_retry([&](const auto& e) { waits.push_back(e.delay); });
+  completion<error_code> done;
+  spawn(io, co_retry([]() -> asio::awaitable<error_code> { co_return reset; }, p), done);
+  clock.run(io);
+  BOOST_REQUIRE(waits.size() == 19u);
+  BOOST_TEST(std::all_of(waits.begin(), waits.end(), [](duration d) { return d >= 1s && d <= 1200ms; }),
+             "never shorter than given, at most the schedule's delay more");
+  BOOST_TEST(std::count(waits.begin(), waits.end(), waits.front()) < 19, "spread");
+  BOOST_TEST(std::accumulate(waits.begin(), waits.end(), duration::zero()) == clock.now() - time_point{},
+             "each wait is what the clock moved");
 }
 
 BOOST_AUTO_TEST_CASE(the_time_limit_bounds_a_given_delay) {

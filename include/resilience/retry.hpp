@@ -96,7 +96,7 @@ struct no_retry_hook {
 // the call gives up at once.
 class retry_delay {
  public:
-  enum class kind : std::uint8_t { backoff, after, at_least, stop };
+  enum class kind : std::uint8_t { backoff, after, at_least, after_then_backoff, stop };
 
   // The policy's schedule, jittered as it says.
   static constexpr retry_delay backoff() noexcept { return {kind::backoff, duration::zero(), false}; }
@@ -105,6 +105,10 @@ class retry_delay {
   static retry_delay after(duration d) { return {kind::after, checked(d), false}; }
   // The schedule's delay, but never less than `d`.
   static retry_delay at_least(duration d) { return {kind::at_least, checked(d), false}; }
+  // `d`, then the schedule's delay on top, jittered as it says: never
+  // shorter than `d` (a Retry-After is the least a server asks for), and
+  // spread, so that clients told the same `d` do not return together.
+  static retry_delay after_then_backoff(duration d) { return {kind::after_then_backoff, checked(d), false}; }
   // No retry: the failed outcome is the call's outcome.
   static constexpr retry_delay stop() noexcept { return {kind::stop, duration::zero(), false}; }
 
@@ -181,6 +185,10 @@ template <class T>
 inline constexpr bool is_reference_wrapper = false;
 template <class T>
 inline constexpr bool is_reference_wrapper<std::reference_wrapper<T>> = true;
+
+inline duration saturating_sum(duration a, duration b) noexcept {
+  return b > duration::max() - a ? duration::max() : a + b;
+}
 
 template <class P>
 const P& deref(const P* p) noexcept {
@@ -638,9 +646,13 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
       if (decision.decision() != retry_delay::kind::backoff) {
         const duration given = decision.is_jittered() ? jitter_given(options.delays, decision.given(), policy.random())
                                                       : decision.given();
-        next = decision.decision() == retry_delay::kind::after
-                   ? delay{decision.given(), given}
-                   : delay{std::max(next.nominal, decision.given()), std::max(next.actual, given)};
+        if (decision.decision() == retry_delay::kind::after) {
+          next = delay{decision.given(), given};
+        } else if (decision.decision() == retry_delay::kind::after_then_backoff) {
+          next = delay{saturating_sum(given, next.nominal), saturating_sum(given, next.actual)};
+        } else {
+          next = delay{std::max(next.nominal, decision.given()), std::max(next.actual, given)};
+        }
       }
     }
     const time_point now = give_up_at != time_point::max() || next.actual != duration::zero() ? policy.clock().now()

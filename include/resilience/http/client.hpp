@@ -142,6 +142,14 @@ class client_options {
     o.retry_after_ = o.retry_after_.max_retry_after(d);  // validates
     return o;
   }
+  // Waits the backoff's jittered delay on top of an honoured Retry-After, so
+  // that the clients one burst of 503s turned away do not all return at the
+  // same moment (never sooner than the server asked). Off by default.
+  client_options jitter_retry_after(bool on = true) const {
+    auto o = *this;
+    o.retry_after_ = o.retry_after_.jittered(on);
+    return o;
+  }
   // Which statuses and network errors are retried. http::classifier{}:
   // 408, 429, 500, 502, 503, 504, and the transient network errors.
   client_options retry_classifier(http::classifier c) const {

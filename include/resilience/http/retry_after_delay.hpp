@@ -7,8 +7,8 @@
 //
 // After a transient failure whose value is a 429 or 503 response with a valid
 // Retry-After (retry_after.hpp), the retry waits
-// retry_delay::after(min(Retry-After, max_retry_after)), jittered by the
-// policy's jitter if jittered(true); after anything else (another status,
+// retry_delay::after(min(Retry-After, max_retry_after)), or with jittered()
+// that and the policy's jittered backoff on top; after anything else (another status,
 // no or a malformed header, a network error) the policy's own backoff. A wait
 // that would end past the call's time limit or deadline is not waited: the
 // retry loop gives up at once with the last response.
@@ -47,8 +47,10 @@ class retry_after_delay {
     r.max_ = d;
     return r;
   }
-  // Spread the server's delay with the policy's jitter (many clients told
-  // the same Retry-After would otherwise come back together).
+  // Waits the server's delay and then the policy's backoff on top, jittered
+  // as the policy says (retry_delay::after_then_backoff): never shorter than
+  // the server asked, and spread, since many clients told the same
+  // Retry-After would otherwise come back together.
   retry_after_delay jittered(bool on = true) const noexcept {
     auto r = *this;
     r.jittered_ = on;
@@ -91,8 +93,7 @@ class retry_after_delay {
     if constexpr (detail::carries_response<T>) {
       if (const auto* r = detail::response_of(o)) {
         if (const auto wait = requested(*r)) {
-          const auto d = retry_delay::after(*wait);
-          return jittered_ ? d.jittered() : d;
+          return jittered_ ? retry_delay::after_then_backoff(*wait) : retry_delay::after(*wait);
         }
       }
     }
