@@ -186,8 +186,9 @@ inline constexpr bool is_reference_wrapper = false;
 template <class T>
 inline constexpr bool is_reference_wrapper<std::reference_wrapper<T>> = true;
 
+// a + b for delays (never negative), saturating as clock.hpp's saturating_add.
 inline duration saturating_sum(duration a, duration b) noexcept {
-  return b > duration::max() - a ? duration::max() : a + b;
+  return saturating_add(time_point(a), b).time_since_epoch();
 }
 
 template <class P>

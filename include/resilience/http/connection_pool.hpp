@@ -514,12 +514,12 @@ class basic_connection_pool {
   // asked for) at most twice per idle_timeout(), from the calls themselves:
   // a host never used again does not keep its sockets, and no timer runs.
   void sweep_now_and_then() noexcept {
-    const auto now = clock_.now().time_since_epoch().count();
+    const time_point now = clock_.now();
     auto due = next_sweep_.load(std::memory_order_relaxed);
-    if (now < due) return;
-    const auto half = std::max<duration::rep>(core_.options().idle_timeout().count() / 2, 1);
-    const auto next = half > duration::max().count() - now ? duration::max().count() : now + half;
-    if (next_sweep_.compare_exchange_strong(due, next, std::memory_order_relaxed)) core_.close_expired(clock_.now());
+    if (now.time_since_epoch().count() < due) return;
+    const time_point next = saturating_add(now, std::max(core_.options().idle_timeout() / 2, duration(1)));
+    if (next_sweep_.compare_exchange_strong(due, next.time_since_epoch().count(), std::memory_order_relaxed))
+      core_.close_expired(now);
   }
 
   Clock clock_;
