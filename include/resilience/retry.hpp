@@ -493,10 +493,13 @@ class basic_retry_policy {
                                                                                  parent);
   }
   // For pipeline(), which holds this policy and outlives its calls: no copy.
+  // The call refers to the policy, so never on a temporary.
   template <awaitable_op Op>
-  auto run_referenced(Op op, const context& parent) const {
+  auto run_referenced(Op op, const context& parent) const& {
     return detail::retry_loop<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), this, parent);
   }
+  template <awaitable_op Op>
+  auto run_referenced(Op op, const context& parent) && = delete;
 
   // Whether a breaker's rejection is retried (see wait_out_open_circuit).
   bool waits_out_open_circuit() const noexcept { return retries_open_circuit_; }
