@@ -132,6 +132,15 @@ BOOST_AUTO_TEST_CASE(an_error_goes_in_the_channel_or_is_thrown_without_calling_t
   BOOST_TEST((injected[0].error == reset));
 }
 
+BOOST_AUTO_TEST_CASE(a_stage_named_by_an_lvalue_is_copied_into_the_call) {
+  completion<result> done;
+  spawn(io, resilience::test::call_through_local(resilience::chaos_error(reset, options()), op()), done);
+  clock.run(io);
+  BOOST_TEST((done.value->error() == reset));
+  BOOST_TEST(calls == 0);
+  BOOST_TEST(injected.size() == 1u, "the copy kept the hook");
+}
+
 BOOST_AUTO_TEST_CASE(an_outcome_is_returned_without_calling_the_op) {
   const auto stage = resilience::chaos_outcome(result(503), options());
   completion<result> done;

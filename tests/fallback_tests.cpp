@@ -79,6 +79,16 @@ BOOST_AUTO_TEST_CASE(an_error_in_the_channel_is_replaced_by_the_value) {
   BOOST_TEST(replaced == (std::vector<error_code>{reset}));
 }
 
+BOOST_AUTO_TEST_CASE(a_stage_named_by_an_lvalue_is_copied_into_the_call) {
+  completion<result> done;
+  spawn(io, resilience::test::call_through_local(resilience::fallback_value(result(7)).on_fallback(record()),
+                                                 answer_after(reset)),
+        done);
+  clock.run(io);
+  BOOST_TEST(**done.value == 7);
+  BOOST_TEST(replaced == (std::vector<error_code>{reset}), "the copy kept the hook");
+}
+
 BOOST_AUTO_TEST_CASE(an_exception_is_replaced_by_the_value) {
   std::vector<std::string> seen;
   const auto stage = resilience::fallback_value(-1).on_fallback([&](const outcome<int>& o) {

@@ -158,6 +158,17 @@ BOOST_AUTO_TEST_CASE(a_first_attempt_that_answers_before_the_delay_starts_no_hed
   BOOST_TEST(clock.pending() == 0u, "the hedge timer was left armed");
 }
 
+BOOST_AUTO_TEST_CASE(a_policy_named_by_an_lvalue_is_copied_into_the_call) {
+  plan = {{1s, ok}, {30ms, ok}};
+  observed done;
+  spawn_observed(*this, resilience::test::call_through_local(policy().max_attempts(3).delay(100ms), op()), done);
+  clock.run(io);
+  BOOST_TEST(done.times == 1);
+  BOOST_TEST((done.at == 130ms), "the copy kept the delay");
+  BOOST_TEST(hedges.size() == 1u, "and the hooks");
+  BOOST_TEST(settled.size() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(a_slow_first_attempt_gets_a_hedge_at_the_delay_and_the_hedge_wins) {
   plan = {{1s, ok}, {30ms, ok}};
   const auto hedged = policy().max_attempts(3).delay(100ms);

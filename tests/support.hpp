@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <variant>
 
@@ -81,6 +82,15 @@ inline asio::awaitable<boost::system::error_code> sleep_an_hour(int* started) {
   asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::hours(1));
   auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
   co_return ec;
+}
+
+// What a helper that returns the awaitable does: its stage is gone before
+// the call runs. On the heap, so that a use after its end is certain to be
+// reported (ASan).
+template <class Stage, class Op>
+auto call_through_local(Stage stage, Op op) {
+  auto local = std::make_unique<const Stage>(std::move(stage));
+  return (*local)(std::move(op));
 }
 
 }  // namespace resilience::test

@@ -30,6 +30,7 @@ using resilience::jitter;
 using resilience::retry_policy;
 using resilience::time_point;
 using resilience::testing::manual_clock;
+using resilience::test::call_through_local;
 using resilience::test::completion;
 using resilience::test::spawn;
 
@@ -366,6 +367,53 @@ BOOST_AUTO_TEST_CASE(a_pipeline_built_at_run_time_behaves_the_same) {
   resilience::any_pipeline<boost::system::result<int>> bad;
   bad.add(resilience::deadline_stage(1s));
   BOOST_CHECK_THROW(bad.add(resilience::timeout(2s)), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(stages_and_pipelines_named_by_an_lvalue_are_copied_into_the_call) {
+  int expiries = 0;
+  const auto counted = [&](const resilience::expiry_event&) { ++expiries; };
+  completion<boost::system::result<int>> timed, bounded, composed, configured, retried;
+  spawn(io, call_through_local(timeout(100ms).on_timeout(counted), slow(1s)), timed);
+  spawn(io, call_through_local(deadline(200ms).on_deadline(counted), slow(1s)), bounded);
+  spawn(io, call_through_local(resilience::pipeline(deadline(1s), retry(), timeout(300ms).on_timeout(counted)),
+                               slow(50ms, 7)),
+        composed);
+  resilience::any_pipeline<boost::system::result<int>> p;
+  p.add(retry_policy{}.max_attempts(2).backoff(backoff::constant(10ms)).clock(clock)).add(timeout(400ms));
+  spawn(io, call_through_local(p, slow(1s)), configured);
+  clock.run(io);
+  BOOST_TEST((timed.value->error() == timeout_error));
+  BOOST_TEST((bounded.value->error() == deadline_error));
+  BOOST_TEST(composed.value->value() == 7);
+  BOOST_TEST((configured.value->error() == timeout_error));
+  BOOST_TEST(expiries == 2, "the copies share the stages' hooks");
+  BOOST_TEST(calls == 5);
+  BOOST_TEST(timed.times + bounded.times + composed.times + configured.times == 4);
+}
+
+BOOST_AUTO_TEST_CASE(a_copied_stage_shares_its_hook_and_run_referenced_refers) {
+  int expiries = 0;
+  const auto t = timeout(100ms).on_timeout([&](const resilience::expiry_event&) { ++expiries; });
+  const auto p = resilience::pipeline(retry_policy{}.max_attempts(1).clock(clock), t);
+  completion<boost::system::result<int>> copied, referenced;
+  spawn(io, p(slow(1s)), copied);
+  spawn(io, p.run_referenced(slow(1s)), referenced);
+  clock.run(io);
+  BOOST_TEST((copied.value->error() == timeout_error));
+  BOOST_TEST((referenced.value->error() == timeout_error));
+  BOOST_TEST(expiries == 2);
+  // A pipeline changed after a call was made does not change that call.
+  resilience::any_pipeline<boost::system::result<int>> growing;
+  growing.add(timeout(100ms));
+  completion<boost::system::result<int>> before;
+  auto call = growing(slow(150ms, 3));
+  growing.add(timeout(50ms));
+  BOOST_TEST(growing.size() == 2u);
+  spawn(io, std::move(call), before);
+  io.restart();
+  clock.run(io);
+  BOOST_TEST((before.value->error() == timeout_error), "one stage: 100 ms");
+  BOOST_TEST((now() == 200ms));
 }
 
 BOOST_AUTO_TEST_CASE(mistakes_are_rejected_when_the_pipeline_is_built) {

@@ -43,7 +43,7 @@
 // copy of the window and one pass for the deviation) and never allocates:
 // its buffers are sized when the tracker is made.
 //
-// Like every stage, the stage must outlive the calls that use it.
+// Each call holds a copy of the stage, which shares the tracker.
 #pragma once
 
 #include <resilience/clock.hpp>
@@ -203,14 +203,18 @@ class basic_adaptive_timeout {
   boost::asio::cancellation_type cancellation_type() const noexcept { return type_; }
   const Clock& clock() const noexcept { return clock_; }
 
-  // The stage interface. The awaitable refers to this stage, which must
-  // outlive it; a temporary stage is moved into the call instead.
+  // The stage interface. The awaitable holds a copy of this stage (a share
+  // of its tracker), so it may outlive the stage.
   template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) const&;
   template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) && {
-    return detail::run_owning(std::move(*this), std::move(op), parent);
-  }
+  auto run(Op op, const context& parent = {}) &&;
+  // Refers to this stage instead, which must outlive the call (a pipeline
+  // that holds the stage runs it this way).
+  template <awaitable_op Op>
+  auto run_referenced(Op op, const context& parent = {}) const&;
+  template <awaitable_op Op>
+  auto run_referenced(Op op, const context& parent = {}) && = delete;
 
   template <awaitable_op Op>
   auto operator()(Op op, const context& parent = {}) const& {
@@ -250,18 +254,19 @@ void record_call(const latency_tracker& tracker, const Clock& clock, const error
 // One layer around run_bounded: reads the limit, times the call, records it.
 // The error is read without building an outcome, so a success costs no more
 // than the value's own error check.
-template <class T, class Executor, class Op, class Stage>
-boost::asio::awaitable<T, Executor> run_adaptive(Op op, context ctx, const Stage* stage) {
+template <class T, class Executor, class Op, class Held>
+boost::asio::awaitable<T, Executor> run_adaptive(Op op, context ctx, Held held) {
+  const auto* stage = &deref(held);
   const latency_tracker& tracker = stage->tracker();
   const auto& clock = stage->clock();
   const duration limit = tracker.current();
   const time_point started = clock.now();
   try {
     if constexpr (std::is_void_v<T>) {
-      co_await run_bounded<T, Executor>(std::move(op), ctx, &clock, limit, stage->cancellation_type());
+      co_await run_bounded<T, Executor>(std::move(op), ctx, clock, limit, stage->cancellation_type());
       record_call(tracker, clock, error_code{}, ctx, started, limit);
     } else {
-      T value = co_await run_bounded<T, Executor>(std::move(op), ctx, &clock, limit, stage->cancellation_type());
+      T value = co_await run_bounded<T, Executor>(std::move(op), ctx, clock, limit, stage->cancellation_type());
       record_call(tracker, clock, outcome_traits<T>::error(value), ctx, started, limit);
       co_return std::move(value);
     }
@@ -279,7 +284,19 @@ boost::asio::awaitable<T, Executor> run_adaptive(Op op, context ctx, const Stage
 template <class Clock>
 template <awaitable_op Op>
 auto basic_adaptive_timeout<Clock>::run(Op op, const context& parent) const& {
+  return detail::run_adaptive<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
+      std::move(op), parent, detail::copied_into_frame<basic_adaptive_timeout>(*this));
+}
+template <class Clock>
+template <awaitable_op Op>
+auto basic_adaptive_timeout<Clock>::run_referenced(Op op, const context& parent) const& {
   return detail::run_adaptive<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), parent, this);
+}
+template <class Clock>
+template <awaitable_op Op>
+auto basic_adaptive_timeout<Clock>::run(Op op, const context& parent) && {
+  return detail::run_adaptive<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), parent,
+                                                                                 std::move(*this));
 }
 
 }  // namespace resilience

@@ -10,7 +10,8 @@
 // configuration-driven use. Each stage costs a std::function call and a
 // coroutine frame more than in the static pipeline(); prefer that one when
 // the stages are known at compile time. Stages are stored by value, except
-// std::ref(stage), which is referenced and must outlive the pipeline.
+// std::ref(stage), which is referenced and must outlive the pipeline. Copies
+// of a pipeline, and the calls it makes, share its stages.
 // Construction does the same checks as pipeline(): an attempt timeout longer
 // than an enclosing deadline's budget throws std::invalid_argument.
 #pragma once
@@ -44,22 +45,23 @@ class any_pipeline {
     using stored = detail::stage_storage_t<Stage>;
     auto held = std::make_shared<stored>(detail::store_stage<stored>(std::forward<Stage>(stage)));
     check(detail::unwrap_stage(*held));
-    stages_.push_back([held](const next_type& next, const context& ctx) -> awaitable_type {
+    // Calls in flight share the list; a pipeline changed after a copy was
+    // made gets a list of its own.
+    if (!stages_ || stages_.use_count() > 1)
+      stages_ = stages_ ? std::make_shared<stage_list>(*stages_) : std::make_shared<stage_list>();
+    stages_->push_back([held](const next_type& next, const context& ctx) -> awaitable_type {
       return detail::run_held_stage(detail::unwrap_stage(*held), call_next{&next}, ctx);
     });
     return *this;
   }
 
-  std::size_t size() const noexcept { return stages_.size(); }
+  std::size_t size() const noexcept { return stages_ ? stages_->size() : 0; }
 
-  // The stage interface. The awaitable refers to this pipeline, which must
-  // outlive it; a temporary pipeline is moved into the call instead.
+  // The stage interface. The call holds a copy of this pipeline, which
+  // shares its stages (a reference count), so the awaitable may outlive it.
   template <class Op>
   awaitable_type run(Op op, const context& parent = {}) const& {
-    return run_from(0, next_type([op = std::move(op)](const context& ctx) mutable -> awaitable_type {
-                      return detail::invoke_op(op, ctx);
-                    }),
-                    parent);
+    return detail::run_owned<T, Executor>(any_pipeline(*this), std::move(op), parent);
   }
   template <class Op>
   awaitable_type run(Op op, const context& parent = {}) && {
@@ -75,6 +77,17 @@ class any_pipeline {
     return std::move(*this).run(std::move(op), parent);
   }
 
+  // Refers to this pipeline instead of copying it: it must outlive the call.
+  template <class Op>
+  awaitable_type run_referenced(Op op, const context& parent = {}) const& {
+    return run_from(0, next_type([op = std::move(op)](const context& ctx) mutable -> awaitable_type {
+                      return detail::invoke_op(op, ctx);
+                    }),
+                    parent);
+  }
+  template <class Op>
+  awaitable_type run_referenced(Op op, const context& parent = {}) && = delete;
+
  private:
   // Calls a next_type owned by an enclosing frame, without copying it.
   struct call_next {
@@ -83,10 +96,10 @@ class any_pipeline {
   };
 
   awaitable_type run_from(std::size_t i, next_type op, context ctx) const {
-    if (i == stages_.size()) co_return co_await op(ctx);
+    if (i == size()) co_return co_await op(ctx);
     // The frame keeps `op` and `inner` alive while stage i runs them.
     const next_type inner = [this, i, &op](const context& c) { return run_from(i + 1, call_next{&op}, c); };
-    co_return co_await stages_[i](inner, ctx);
+    co_return co_await (*stages_)[i](inner, ctx);
   }
 
   awaitable_type run_from(std::size_t i, call_next op, context ctx) const {
@@ -104,7 +117,8 @@ class any_pipeline {
     }
   }
 
-  std::vector<std::function<awaitable_type(const next_type&, const context&)>> stages_;
+  using stage_list = std::vector<std::function<awaitable_type(const next_type&, const context&)>>;
+  std::shared_ptr<stage_list> stages_;
   std::optional<duration> budget_;
 };
 

@@ -119,10 +119,10 @@ class chaos_options {
   chaos_options on_injected(std::function<void(const chaos_injection&)> hook) const;
 
   double rate() const noexcept { return rate_; }
-  const std::function<bool(const context&)>& predicate() const noexcept { return predicate_; }
+  const detail::shared_hook<bool(const context&)>& predicate() const noexcept { return predicate_; }
   const random_source& random() const noexcept { return random_; }
   const chaos_switch* switch_ref() const noexcept { return switch_; }
-  const std::function<void(const chaos_injection&)>& on_injected() const noexcept { return on_injected_; }
+  const detail::shared_hook<void(const chaos_injection&)>& on_injected() const noexcept { return on_injected_; }
 
   // Whether this call gets the fault. The switch is read inline: that is
   // the whole cost of a disabled stage.
@@ -140,10 +140,11 @@ class chaos_options {
   bool decide(const context& ctx) const;
 
   double rate_ = 1.0;
-  std::function<bool(const context&)> predicate_;
+  // Shared by the copies each call makes.
+  detail::shared_hook<bool(const context&)> predicate_;
   random_source random_;
   const chaos_switch* switch_ = nullptr;
-  std::function<void(const chaos_injection&)> on_injected_;
+  detail::shared_hook<void(const chaos_injection&)> on_injected_;
 };
 
 namespace detail {
@@ -197,8 +198,10 @@ boost::asio::awaitable<T, Executor> wait_then_call(Op& op, const Clock* clock, d
   co_return co_await invoke_op(op, ctx);
 }
 
-template <class T, class Executor, class Op, class Stage>
-boost::asio::awaitable<T, Executor> chaos_call(Op op, const Stage* stage, context ctx) {
+template <class T, class Executor, class Op, class Held>
+boost::asio::awaitable<T, Executor> chaos_call(Op op, Held held, context ctx) {
+  using Stage = std::remove_cvref_t<decltype(deref(held))>;
+  const Stage* stage = &deref(held);
   if (!stage->options().should_inject(ctx)) co_return co_await invoke_op(op, ctx);
   using fault_type = typename Stage::fault_type;
   const fault_type& fault = stage->fault();
@@ -275,16 +278,25 @@ class basic_chaos {
     return basic_chaos<F>(F{fault_.latency, std::move(k)}, options_);
   }
 
-  // The stage interface. The awaitable refers to this stage, which must
-  // outlive it; a temporary stage is moved into the call instead.
+  // The stage interface. The call holds a copy of this stage (a temporary
+  // one is moved in), so the awaitable may outlive it.
   template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) const& {
-    return detail::chaos_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), this, parent);
+    return detail::chaos_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
+        std::move(op), detail::copied_into_frame<basic_chaos>(*this), parent);
   }
   template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) && {
-    return detail::run_owning(std::move(*this), std::move(op), parent);
+    return detail::chaos_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), std::move(*this), parent);
   }
+  // Refers to this stage instead, which must outlive the call (a pipeline
+  // that holds the stage runs it this way).
+  template <awaitable_op Op>
+  auto run_referenced(Op op, const context& parent = {}) const& {
+    return detail::chaos_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), this, parent);
+  }
+  template <awaitable_op Op>
+  auto run_referenced(Op op, const context& parent = {}) && = delete;
   template <awaitable_op Op>
   auto operator()(Op op, const context& parent = {}) const& {
     return run(std::move(op), parent);

@@ -82,8 +82,9 @@ class basic_deadline_stage {
 
   template <resilience::clock K>
   basic_deadline_stage<K> clock(K k) const {
-    return (budget_ ? basic_deadline_stage<K>(*budget_, std::move(k)) : basic_deadline_stage<K>(absolute_, std::move(k)))
-        .on_deadline(on_deadline_);
+    auto d = budget_ ? basic_deadline_stage<K>(*budget_, std::move(k)) : basic_deadline_stage<K>(absolute_, std::move(k));
+    d.on_deadline_ = on_deadline_;
+    return d;
   }
 
   // Called once for each call this stage's own timer ended (see
@@ -102,27 +103,18 @@ class basic_deadline_stage {
   const Clock& clock() const noexcept { return clock_; }
 
   // The budget starts when the call starts, not when the awaitable is made.
-  // The awaitable refers to this stage, which must outlive it; a temporary
-  // stage is moved into the call instead.
+  // The awaitable holds what it needs of this stage (a copy of the clock, a
+  // share of the hook), so it may outlive the stage.
   template <awaitable_op Op>
-  auto run(Op op, context parent = {}) const& {
+  auto run(Op op, context parent = {}) const {
     parent.deadline = std::min(parent.deadline, absolute_.at());
     return detail::run_bounded<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
-        std::move(op), parent, &clock_, budget_.value_or(duration::max()), boost::asio::cancellation_type::terminal,
-        error::deadline_exceeded, &on_deadline_);
+        std::move(op), parent, clock_, budget_.value_or(duration::max()), boost::asio::cancellation_type::terminal,
+        error::deadline_exceeded, on_deadline_);
   }
   template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) && {
-    return detail::run_owning(std::move(*this), std::move(op), parent);
-  }
-
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) const& {
+  auto operator()(Op op, const context& parent = {}) const {
     return run(std::move(op), parent);
-  }
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) && {
-    return std::move(*this).run(std::move(op), parent);
   }
 
   static constexpr bool can_run_tightened = true;
@@ -132,23 +124,27 @@ class basic_deadline_stage {
   // the innermost one bounds the op itself (a timeout clamped to the
   // deadline): the bound is then kept without a timer of its own.
   template <class Op>
-  auto run_tightened(Op op, const context& parent = {}) const& {
-    return tighten<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), parent, this);
+  auto run_tightened(Op op, const context& parent = {}) const {
+    return tighten<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), parent, clock_, absolute_.at(),
+                                                                      budget_);
   }
 
  private:
   template <class T, class Executor, class Op>
-  static boost::asio::awaitable<T, Executor> tighten(Op op, context ctx, const basic_deadline_stage* self) {
-    const time_point now = self->clock_.now();
-    ctx.deadline = std::min({ctx.deadline, self->absolute_.at(),
-                             self->budget_ ? saturating_add(now, *self->budget_) : time_point::max()});
+  static boost::asio::awaitable<T, Executor> tighten(Op op, context ctx, Clock clock, time_point absolute,
+                                                     std::optional<duration> budget) {
+    const time_point now = clock.now();
+    ctx.deadline = std::min({ctx.deadline, absolute, budget ? saturating_add(now, *budget) : time_point::max()});
     if (now >= ctx.deadline) co_return outcome<T>::from_error(error::deadline_exceeded).get();
     co_return co_await detail::invoke_op(op, ctx);
   }
 
+  template <class K>
+  friend class basic_deadline_stage;
+
   std::optional<duration> budget_;
   deadline absolute_;
-  expiry_hook on_deadline_;
+  detail::shared_hook<void(const expiry_event&)> on_deadline_;
   [[no_unique_address]] Clock clock_;
 };
 

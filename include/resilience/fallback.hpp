@@ -109,8 +109,10 @@ void notify_fallback(const H& hook, const outcome<T>& replaced, const context& c
   }
 }
 
-template <class T, class Executor, class Op, class Stage>
-boost::asio::awaitable<T, Executor> fallback_call(Op op, const Stage* stage, context ctx) {
+template <class T, class Executor, class Op, class Held>
+boost::asio::awaitable<T, Executor> fallback_call(Op op, Held held, context ctx) {
+  using Stage = std::remove_cvref_t<decltype(deref(held))>;
+  const Stage* stage = &deref(held);
   namespace asio = boost::asio;
   using classifier = typename Stage::classifier_type;
   std::optional<outcome<T>> first;
@@ -209,16 +211,29 @@ class basic_fallback {
   const Hook& hook() const noexcept { return hook_; }
   const Action& action() const noexcept { return action_; }
 
-  // The stage interface. The awaitable refers to this stage, which must
-  // outlive it; a temporary stage is moved into the call instead.
+  // The stage interface. The call holds a copy of this stage (a temporary
+  // one is moved in), so the awaitable may outlive it.
   template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) const& {
-    return detail::fallback_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), this, parent);
+    if constexpr (std::is_copy_constructible_v<basic_fallback>) {
+      return detail::fallback_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
+          std::move(op), detail::copied_into_frame<basic_fallback>(*this), parent);
+    } else {
+      return run_referenced(std::move(op), parent);  // a move-only action: see Lifetimes in the README
+    }
   }
   template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) && {
-    return detail::run_owning(std::move(*this), std::move(op), parent);
+    return detail::fallback_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), std::move(*this), parent);
   }
+  // Refers to this stage instead, which must outlive the call (a pipeline
+  // that holds the stage runs it this way).
+  template <awaitable_op Op>
+  auto run_referenced(Op op, const context& parent = {}) const& {
+    return detail::fallback_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), this, parent);
+  }
+  template <awaitable_op Op>
+  auto run_referenced(Op op, const context& parent = {}) && = delete;
   template <awaitable_op Op>
   auto operator()(Op op, const context& parent = {}) const& {
     return run(std::move(op), parent);

@@ -113,9 +113,9 @@ inline constexpr std::uint32_t max_hedged_attempts = 5;
 namespace detail {
 template <class T, class Executor, class Op, class Policy>
 boost::asio::awaitable<T, Executor> hedged_call(Op op, const Policy* policy, context ctx);
-template <class T, class Executor, class Op, class Policy>
-boost::asio::awaitable<T, Executor> hedged_call_owning(Op op, Policy policy, context ctx) {
-  co_return co_await hedged_call<T, Executor>(std::move(op), &policy, ctx);
+template <class T, class Executor, class Op, class Held>
+boost::asio::awaitable<T, Executor> hedged_call_owning(Op op, Held policy, context ctx) {
+  co_return co_await hedged_call<T, Executor>(std::move(op), &deref(policy), ctx);
 }
 }  // namespace detail
 
@@ -208,20 +208,29 @@ class basic_hedging_policy {
   const Clock& clock() const noexcept { return clock_; }
   const Delay& delay_generator() const noexcept { return delay_gen_; }
   const detail::budget_ref& budget() const noexcept { return budget_; }
-  const hedge_hook& on_hedge() const noexcept { return on_hedge_; }
-  const settled_hook& on_settled() const noexcept { return on_settled_; }
+  const detail::shared_hook<void(const hedge_event&)>& on_hedge() const noexcept { return on_hedge_; }
+  const detail::shared_hook<void(const hedge_summary&)>& on_settled() const noexcept { return on_settled_; }
 
-  // The stage interface. The awaitable refers to this policy, which must
-  // outlive it; a temporary policy is moved into the call instead.
+  // The stage interface. The call holds a copy of this policy (a temporary
+  // one is moved in), so the awaitable may outlive it.
   template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) const& {
-    return detail::hedged_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), this, parent);
+    return detail::hedged_call_owning<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
+        std::move(op), detail::copied_into_frame<basic_hedging_policy>(*this), parent);
   }
   template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) && {
     return detail::hedged_call_owning<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op),
                                                                                          std::move(*this), parent);
   }
+  // Refers to this policy instead, which must outlive the call (a pipeline
+  // that holds the policy runs it this way).
+  template <awaitable_op Op>
+  auto run_referenced(Op op, const context& parent = {}) const& {
+    return detail::hedged_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), this, parent);
+  }
+  template <awaitable_op Op>
+  auto run_referenced(Op op, const context& parent = {}) && = delete;
   template <awaitable_op Op>
   auto operator()(Op op, const context& parent = {}) const& {
     return run(std::move(op), parent);
@@ -249,8 +258,9 @@ class basic_hedging_policy {
   std::uint32_t max_attempts_ = 2;
   duration delay_ = std::chrono::milliseconds(100);
   detail::budget_ref budget_;
-  hedge_hook on_hedge_;
-  settled_hook on_settled_;
+  // Shared by the copies each call makes.
+  detail::shared_hook<void(const hedge_event&)> on_hedge_;
+  detail::shared_hook<void(const hedge_summary&)> on_settled_;
   [[no_unique_address]] Classifier classifier_{};
   [[no_unique_address]] Clock clock_{};
   [[no_unique_address]] Delay delay_gen_{};

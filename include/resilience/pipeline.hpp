@@ -18,7 +18,8 @@
 // Copyable stages (policies, timeouts) are stored by value. A stage that
 // cannot be copied — shared state such as a circuit breaker — is stored by
 // reference, as is one passed as std::ref(stage): it must outlive the pipeline.
-// The pipeline itself must outlive the calls it makes.
+// Each call holds a copy of the pipeline (values only: no allocation), so
+// the awaitable may outlive it; run_referenced(op) refers to it instead.
 //
 // A deadline stage whose inner stages all keep to the deadline (retry,
 // timeouts, breakers, other deadlines) and whose innermost stage is a timeout
@@ -85,18 +86,6 @@ Stored store_stage(S&& s) {
     }
   } else {
     return Stored(std::forward<S>(s));
-  }
-}
-
-// Runs a stage the pipeline holds: by reference when the stage would
-// otherwise copy itself into the call (a retry policy), since the pipeline
-// outlives its calls.
-template <class S, class Op>
-auto run_held_stage(const S& s, Op op, const context& ctx) {
-  if constexpr (requires { s.run_referenced(std::move(op), ctx); }) {
-    return s.run_referenced(std::move(op), ctx);
-  } else {
-    return s.run(std::move(op), ctx);
   }
 }
 
@@ -184,25 +173,40 @@ class pipeline {
     validate();
   }
 
-  // The awaitable refers to this pipeline, which must outlive it; a
-  // temporary pipeline is moved into the call instead.
+  // The call holds a copy of this pipeline (a temporary one is moved in), so
+  // the awaitable may outlive it. The copy is of the stages' values (hooks
+  // are shared between copies, shared state such as a breaker is referred
+  // to): no allocation. run_referenced() skips it.
   template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) const& {
-    return run_from<0>(std::move(op), parent);
+    if constexpr (std::is_copy_constructible_v<pipeline>) {
+      return detail::run_copying(*this, std::move(op), parent);
+    } else {
+      return run_referenced(std::move(op), parent);  // a stage that cannot be copied: see Lifetimes in the README
+    }
   }
   template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) && {
     return detail::run_owning(std::move(*this), std::move(op), parent);
   }
-
   template <awaitable_op Op>
   auto operator()(Op op, const context& parent = {}) const& {
-    return run_from<0>(std::move(op), parent);
+    return run(std::move(op), parent);
   }
   template <awaitable_op Op>
   auto operator()(Op op, const context& parent = {}) && {
-    return detail::run_owning(std::move(*this), std::move(op), parent);
+    return std::move(*this).run(std::move(op), parent);
   }
+
+  // Refers to this pipeline instead of copying it: it must outlive the call
+  // (a pipeline held as a member, or at namespace scope, called from a
+  // coroutine that awaits the call at once).
+  template <awaitable_op Op>
+  auto run_referenced(Op op, const context& parent = {}) const& {
+    return run_from<0>(std::move(op), parent);
+  }
+  template <awaitable_op Op>
+  auto run_referenced(Op op, const context& parent = {}) && = delete;
 
   template <std::size_t I>
   const auto& stage() const noexcept {

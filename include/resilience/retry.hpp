@@ -191,46 +191,6 @@ inline duration saturating_sum(duration a, duration b) noexcept {
   return saturating_add(time_point(a), b).time_since_epoch();
 }
 
-template <class P>
-const P& deref(const P* p) noexcept {
-  return *p;
-}
-
-// An lvalue policy, copied once, straight into the call's frame: the
-// argument only points at the policy, and moving it into the frame (which
-// happens while co_retry runs, so the policy is alive) makes the copy. No
-// temporary is copied, moved and destroyed on the way.
-template <class P>
-class copied_into_frame {
- public:
-  explicit copied_into_frame(const P& p) noexcept : policy_(&p) {}
-  copied_into_frame(copied_into_frame&& other) {
-    ::new (static_cast<void*>(&copy_)) P(*other.policy_);
-    policy_ = &copy_;
-  }
-  copied_into_frame(const copied_into_frame&) = delete;
-  copied_into_frame& operator=(const copied_into_frame&) = delete;
-  ~copied_into_frame() {
-    if (policy_ == &copy_) copy_.~P();
-  }
-  const P& get() const noexcept { return *policy_; }
-
- private:
-  const P* policy_;  // the source until moved, then the copy
-  union {
-    P copy_;
-  };
-};
-
-template <class P>
-const P& deref(const copied_into_frame<P>& p) noexcept {
-  return p.get();
-}
-template <class P>
-const P& deref(const P& p) noexcept {
-  return p;
-}
-
 template <class T, class Executor, class Op, class Holder>
 boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx);
 

@@ -57,7 +57,10 @@ class basic_timeout {
 
   template <resilience::clock K>
   basic_timeout<K> clock(K k) const {
-    return basic_timeout<K>(limit_, std::move(k)).cancellation(type_).on_timeout(on_timeout_);
+    basic_timeout<K> t(limit_, std::move(k));
+    t.type_ = type_;
+    t.on_timeout_ = on_timeout_;
+    return t;
   }
 
   // Called once for each call the bound ended (see expiry_event). With a
@@ -72,31 +75,26 @@ class basic_timeout {
   boost::asio::cancellation_type cancellation_type() const noexcept { return type_; }
   const Clock& clock() const noexcept { return clock_; }
 
-  // The stage interface. The awaitable refers to this stage, which must
-  // outlive it; a temporary stage is moved into the call instead.
+  // The stage interface. The awaitable holds what it needs of this stage
+  // (the limit, a copy of the clock, a share of the hook), so it may outlive
+  // the stage.
   template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) const& {
+  auto run(Op op, const context& parent = {}) const {
     return detail::run_bounded<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
-        std::move(op), parent, &clock_, limit_, type_, error::timeout, &on_timeout_);
+        std::move(op), parent, clock_, limit_, type_, error::timeout, on_timeout_);
   }
   template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) && {
-    return detail::run_owning(std::move(*this), std::move(op), parent);
-  }
-
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) const& {
+  auto operator()(Op op, const context& parent = {}) const {
     return run(std::move(op), parent);
-  }
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) && {
-    return std::move(*this).run(std::move(op), parent);
   }
 
  private:
+  template <class K>
+  friend class basic_timeout;
+
   duration limit_;
   boost::asio::cancellation_type type_ = boost::asio::cancellation_type::terminal;
-  expiry_hook on_timeout_;
+  detail::shared_hook<void(const expiry_event&)> on_timeout_;
   [[no_unique_address]] Clock clock_;
 };
 

@@ -33,6 +33,7 @@
 #include <concepts>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -99,16 +100,94 @@ using op_value_t = typename awaitable_parts<op_awaitable_t<Op>>::value_type;
 template <class Op>
 using op_executor_t = typename awaitable_parts<op_awaitable_t<Op>>::executor_type;
 
-// Runs op through a stage that this frame owns: what an rvalue stage's run
-// returns, so that the awaitable never refers to a temporary that is gone.
-template <class T, class Executor, class Stage, class Op>
-boost::asio::awaitable<T, Executor> run_owned(Stage stage, Op op, context ctx) {
-  co_return co_await stage.run(std::move(op), ctx);
+template <class P>
+const P& deref(const P* p) noexcept {
+  return *p;
+}
+
+// A stage named by an lvalue, copied once, straight into the call's frame:
+// the argument only points at the stage, and moving it into the frame (which
+// happens while the call is being made, so the stage is alive) makes the
+// copy. No temporary is copied, moved and destroyed on the way.
+template <class P>
+class copied_into_frame {
+ public:
+  explicit copied_into_frame(const P& p) noexcept : source_(&p) {}
+  copied_into_frame(copied_into_frame&& other) {
+    ::new (static_cast<void*>(&copy_)) P(*other.source_);
+    source_ = &copy_;
+  }
+  copied_into_frame(const copied_into_frame&) = delete;
+  copied_into_frame& operator=(const copied_into_frame&) = delete;
+  ~copied_into_frame() {
+    if (source_ == &copy_) copy_.~P();
+  }
+  const P& get() const noexcept { return *source_; }
+
+ private:
+  const P* source_;  // the original until moved, then the copy
+  union {
+    P copy_;
+  };
+};
+
+template <class P>
+const P& deref(const copied_into_frame<P>& p) noexcept {
+  return p.get();
+}
+template <class P>
+const P& deref(const P& p) noexcept {
+  return p;
+}
+
+// A hook that the copies of a stage share, so that copying a stage into a
+// call never allocates: free when none is set, a reference count when one is.
+template <class Signature>
+class shared_hook {
+ public:
+  shared_hook() noexcept = default;
+  shared_hook(std::function<Signature> f)
+      : f_(f ? std::make_shared<const std::function<Signature>>(std::move(f)) : nullptr) {}
+
+  explicit operator bool() const noexcept { return f_ != nullptr; }
+  template <class... A>
+  decltype(auto) operator()(A&&... a) const {
+    return (*f_)(std::forward<A>(a)...);
+  }
+  std::function<Signature> function() const { return f_ ? *f_ : std::function<Signature>{}; }
+
+ private:
+  std::shared_ptr<const std::function<Signature>> f_;
+};
+
+// Runs a stage that something longer-lived holds (a pipeline, or a call's
+// own frame): by reference when the stage would otherwise copy itself into
+// the call.
+template <class S, class Op>
+auto run_held_stage(const S& s, Op op, const context& ctx) {
+  if constexpr (requires { s.run_referenced(std::move(op), ctx); }) {
+    return s.run_referenced(std::move(op), ctx);
+  } else {
+    return s.run(std::move(op), ctx);
+  }
+}
+
+// Runs op through a stage that this frame owns: a temporary stage moved in,
+// or a named one copied in, so that the awaitable never refers to a stage
+// that may be gone.
+template <class T, class Executor, class Held, class Op>
+boost::asio::awaitable<T, Executor> run_owned(Held stage, Op op, context ctx) {
+  co_return co_await run_held_stage(deref(stage), std::move(op), ctx);
 }
 
 template <class Stage, class Op>
+  requires(!std::is_lvalue_reference_v<Stage>)
 auto run_owning(Stage&& stage, Op op, const context& ctx) {
   return run_owned<op_value_t<Op>, op_executor_t<Op>>(std::move(stage), std::move(op), ctx);
+}
+template <class Stage, class Op>
+auto run_copying(const Stage& stage, Op op, const context& ctx) {
+  return run_owned<op_value_t<Op>, op_executor_t<Op>>(copied_into_frame<Stage>(stage), std::move(op), ctx);
 }
 
 // co_spawn hands back T() with an exception, so a T that cannot be default
@@ -204,16 +283,16 @@ inline constexpr bool uses_timer_queue =
 // wins: the work was done. A cancellation of the caller is final and comes
 // back as operation_aborted.
 template <class T, class Executor, class Op, class Clock>
-boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, const Clock* clock, duration limit,
+boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, Clock clock, duration limit,
                                                 boost::asio::cancellation_type type,
                                                 error own_reason = error::timeout,
-                                                const expiry_hook* on_expiry = nullptr) {
+                                                shared_hook<void(const expiry_event&)> on_expiry = {}) {
   namespace asio = boost::asio;
   const auto caller = co_await asio::this_coro::cancellation_state;
   if (caller.cancelled() != asio::cancellation_type::none)
     co_return outcome<T>::from_error(asio::error::operation_aborted).get();
 
-  const time_point now = clock->now();
+  const time_point now = clock.now();
   const time_point own = saturating_add(now, limit);
   const bool deadline_first = ctx.deadline <= own;
   const time_point fire_at = deadline_first ? ctx.deadline : own;
@@ -228,7 +307,7 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, const Clock*
   // A timer of its own only off the shared queue: 128 bytes of frame saved.
   struct no_timer {};
   std::conditional_t<uses_timer_queue<Clock, Executor>, no_timer,
-                     std::optional<decltype(clock->make_timer(executor))>>
+                     std::optional<decltype(clock.make_timer(executor))>>
       timer;
   bool op_ended = false;
   const auto arm = [&] {
@@ -239,7 +318,7 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, const Clock*
       join.queue = &timer_queue::of(executor);
       join.queue->add(join);
     } else {
-      timer.emplace(clock->make_timer(executor));
+      timer.emplace(clock.make_timer(executor));
       timer->expires_at(fire_at);
       timer->async_wait(asio::bind_executor(executor, [&join](const error_code& ec) { join.timer_finished(!ec); }));
     }
@@ -297,7 +376,7 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, const Clock*
       co_return std::move(std::get<1>(finished));
     }
   }
-  if (join.fired && on_expiry && *on_expiry) (*on_expiry)(expiry_event{reason, fire_at, ctx.attempt});
+  if (join.fired && on_expiry) on_expiry(expiry_event{reason, fire_at, ctx.attempt});
   std::optional<outcome<T>> result;
   if (error) {
     result.emplace(outcome<T>::from_exception(error));

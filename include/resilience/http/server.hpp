@@ -378,7 +378,7 @@ boost::asio::awaitable<typename Guard::response_type> guarded_call(const Guard* 
   try {
     co_await resilience::detail::run_bounded<void, asio::any_io_executor>(
         [guard, &req, &answer](const context& c) { return answer_into(guard, &req, c, &answer); }, ctx,
-        &guard->clock_, duration::max(), asio::cancellation_type::terminal, error::deadline_exceeded);
+        guard->clock_, duration::max(), asio::cancellation_type::terminal, error::deadline_exceeded);
   } catch (const boost::system::system_error& e) {
     why = e.code();
   } catch (...) {
