@@ -179,10 +179,22 @@ class pipeline {
   // to): no allocation. run_referenced() skips it.
   template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) const& {
-    if constexpr (std::is_copy_constructible_v<pipeline>) {
-      return detail::run_copying(*this, std::move(op), parent);
-    } else {
+    if constexpr (!std::is_copy_constructible_v<pipeline>) {
       return run_referenced(std::move(op), parent);  // a stage that cannot be copied: see Lifetimes in the README
+    } else if constexpr (sizeof...(Stored) == 1) {
+      return stage<0>().run(std::move(op), parent);  // a stage alone owns what it needs
+    } else {
+      // No frame of its own for the copy: the outermost stage runs as it
+      // would alone (owning what it needs), and the op it runs carries the
+      // copy for the stages inside, in that stage's frame.
+      auto inner = [copy = *this, op = std::move(op)](const context& c) mutable {
+        return copy.template run_from<1>(detail::op_ref<Op>{&op}, c);
+      };
+      if constexpr (detail::tightens_deadline<stage_t<0>> && inner_stages_keep_deadline<0>()) {
+        return stage<0>().run_tightened(std::move(inner), parent);
+      } else {
+        return stage<0>().run(std::move(inner), parent);
+      }
     }
   }
   template <awaitable_op Op>

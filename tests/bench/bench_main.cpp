@@ -53,6 +53,8 @@ extern "C" void measure_co_retry(int n);
 extern "C" void measure_co_retry_cref(int n);
 extern "C" void measure_hand_written(int n);
 extern "C" void measure_timeout(int n);
+extern "C" void measure_pipeline(int n);
+extern "C" void measure_pipeline_referenced(int n);
 extern "C" void measure_or_idiom(int n);
 extern "C" void measure_breaker(int n);
 extern "C" void measure_breaker_mixed(int n);
@@ -62,7 +64,8 @@ extern "C" void measure_mutex_breaker_mixed(int n);
 int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--instructions") == 0) {
     const int n = std::atoi(argv[2]);
-    for (auto* f : {measure_bare, measure_co_retry, measure_co_retry_cref, measure_hand_written, measure_timeout, measure_or_idiom,
+    for (auto* f : {measure_bare, measure_co_retry, measure_co_retry_cref, measure_hand_written, measure_timeout,
+                    measure_pipeline, measure_pipeline_referenced, measure_or_idiom,
                     measure_breaker, measure_breaker_mixed, measure_mutex_breaker, measure_mutex_breaker_mixed})
       f(n);
     return 0;

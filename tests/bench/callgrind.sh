@@ -9,7 +9,8 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
 declare -A per_call
-fns=${CALLGRIND_FUNCTIONS:-measure_bare measure_co_retry measure_co_retry_cref measure_hand_written measure_timeout measure_or_idiom
+fns=${CALLGRIND_FUNCTIONS:-measure_bare measure_co_retry measure_co_retry_cref measure_hand_written measure_timeout measure_pipeline
+  measure_pipeline_referenced measure_or_idiom
   measure_breaker measure_breaker_mixed measure_mutex_breaker measure_mutex_breaker_mixed}
 for fn in $fns; do
   valgrind --tool=callgrind --callgrind-out-file="$out/$fn" --toggle-collect="$fn" \
@@ -26,5 +27,6 @@ ratio "co_retry / bare co_await" measure_co_retry measure_bare
 ratio "co_retry / hand-written loop" measure_co_retry measure_hand_written
 ratio "co_retry std::cref / hand-written loop" measure_co_retry_cref measure_hand_written
 ratio "|| idiom / timeout stage" measure_or_idiom measure_timeout
+ratio "pipeline copied / referred to" measure_pipeline measure_pipeline_referenced
 ratio "mutex breaker / breaker, all successes" measure_mutex_breaker measure_breaker
 ratio "mutex breaker / breaker, 10% failures" measure_mutex_breaker_mixed measure_breaker_mixed

@@ -71,12 +71,18 @@ const auto full_pipeline = resilience::pipeline(resilience::deadline_stage(5s),
 void pipeline_success(benchmark::State& s) {
   drive(s, [] { return full_pipeline([] { return trivial_op(); }); });
 }
+// The same pipeline referred to instead of copied into each call.
+void pipeline_success_referenced(benchmark::State& s) {
+  drive(s, [] { return full_pipeline.run_referenced([] { return trivial_op(); }); });
+}
 void pipeline_suspending_op(benchmark::State& s) {
   drive(s, [] { return full_pipeline([] { return suspending_op(); }); });
 }
 BENCHMARK(pipeline_success);
+BENCHMARK(pipeline_success_referenced);
 BENCHMARK(pipeline_suspending_op);
 const resilience::bench::ratio r5{"pipeline_success", "timeout_bare_co_await"};
+const resilience::bench::ratio r5b{"pipeline_success", "pipeline_success_referenced"};
 const resilience::bench::ratio r6{"pipeline_suspending_op", "suspending_bare_co_await"};
 
 BENCHMARK(timeout_bare_co_await);
@@ -94,6 +100,12 @@ const resilience::bench::ratio r4{"timeout_stage_suspending_op", "suspending_bar
 asio::awaitable<void> loop_timeout(int n) {
   for (int i = 0; i < n; ++i) co_await one_second([] { return trivial_op(); });
 }
+asio::awaitable<void> loop_pipeline(int n) {
+  for (int i = 0; i < n; ++i) co_await full_pipeline([] { return trivial_op(); });
+}
+asio::awaitable<void> loop_pipeline_referenced(int n) {
+  for (int i = 0; i < n; ++i) co_await full_pipeline.run_referenced([] { return trivial_op(); });
+}
 asio::awaitable<void> loop_or(int n) {
   for (int i = 0; i < n; ++i) co_await or_idiom();
 }
@@ -101,6 +113,8 @@ asio::awaitable<void> loop_or(int n) {
 }  // namespace
 
 extern "C" [[gnu::noinline]] void measure_timeout(int n) { run_loop(loop_timeout, n); }
+extern "C" [[gnu::noinline]] void measure_pipeline(int n) { run_loop(loop_pipeline, n); }
+extern "C" [[gnu::noinline]] void measure_pipeline_referenced(int n) { run_loop(loop_pipeline_referenced, n); }
 extern "C" [[gnu::noinline]] void measure_or_idiom(int n) { run_loop(loop_or, n); }
 // Floors under any timeout built on public Asio API, measured in the same
 // run: a co_spawn of the op (the child whose cancellation we own), and one
