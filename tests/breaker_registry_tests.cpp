@@ -43,6 +43,10 @@ using resilience::test::spawn;
 #endif
 
 #ifndef RESILIENCE_TEST_SANITIZED
+// GCC 12 inlines these into inline new/delete pairs and then takes malloc
+// and free for a mismatch (-Wmismatched-new-delete): they are a pair.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 namespace {
 std::atomic<std::size_t> heap_allocations{0};
 }
@@ -56,6 +60,7 @@ void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
 #endif
 
 namespace {
