@@ -282,6 +282,13 @@ inline constexpr bool uses_timer_queue =
 // bound) or `deadline_exceeded` (when ctx.deadline was). A success still
 // wins: the work was done. A cancellation of the caller is final and comes
 // back as operation_aborted.
+// GCC 12, inlining this coroutine's start into a caller, may take the
+// frame's own operator delete for a mismatch of its operator new
+// (-Wmismatched-new-delete): both are Asio's frame allocator.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
 template <class T, class Executor, class Op, class Clock>
 boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, Clock clock, duration limit,
                                                 boost::asio::cancellation_type type,
@@ -390,5 +397,8 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, Clock clock,
   if (join.fired && result->failed()) co_return outcome<T>::from_error(reason).get();
   co_return std::move(*result).get();
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 }  // namespace resilience::detail
