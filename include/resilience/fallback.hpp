@@ -29,8 +29,8 @@
 // the caller ends the call with operation_aborted, the fallback op not called.
 //
 // A stage is a value: copy it, share it between threads (its op and hooks
-// must then be safe to call concurrently). An lvalue stage is referenced by
-// its calls, a temporary one moved into the call.
+// must then be safe to call concurrently). Each call holds a copy of the
+// stage (a temporary one is moved in); run_referenced() refers to it.
 #pragma once
 
 #include <resilience/classifier.hpp>
