@@ -44,14 +44,16 @@ class any_pipeline {
   any_pipeline& add(Stage&& stage) {
     using stored = detail::stage_storage_t<Stage>;
     auto held = std::make_shared<stored>(detail::store_stage<stored>(std::forward<Stage>(stage)));
-    check(detail::unwrap_stage(*held));
-    // Calls in flight share the list; a pipeline changed after a copy was
-    // made gets a list of its own.
-    if (!stages_ || stages_.use_count() > 1)
-      stages_ = stages_ ? std::make_shared<stage_list>(*stages_) : std::make_shared<stage_list>();
-    stages_->push_back([held](const next_type& next, const context& ctx) -> awaitable_type {
+    std::optional<duration> budget = budget_;
+    check(detail::unwrap_stage(*held), budget);
+    // Calls in flight and copies share the list: a change makes a new one
+    // (built before anything is committed, so a throw changes nothing).
+    auto next = stages_ ? std::make_shared<stage_list>(*stages_) : std::make_shared<stage_list>();
+    next->push_back([held](const next_type& next, const context& ctx) -> awaitable_type {
       return detail::run_held_stage(detail::unwrap_stage(*held), call_next{&next}, ctx);
     });
+    stages_ = std::move(next);
+    budget_ = budget;
     return *this;
   }
 
@@ -107,18 +109,18 @@ class any_pipeline {
   }
 
   template <class S>
-  void check(const S& s) {
+  static void check(const S& s, std::optional<duration>& budget) {
     if constexpr (detail::has_limit<S>) {
-      if (budget_ && s.limit() > *budget_)
+      if (budget && s.limit() > *budget)
         throw std::invalid_argument("any_pipeline: a timeout inside a deadline with a shorter budget can never fire");
     }
     if constexpr (detail::has_budget<S>) {
-      if (auto b = s.budget(); b && (!budget_ || *b < *budget_)) budget_ = b;
+      if (auto b = s.budget(); b && (!budget || *b < *budget)) budget = b;
     }
   }
 
   using stage_list = std::vector<std::function<awaitable_type(const next_type&, const context&)>>;
-  std::shared_ptr<stage_list> stages_;
+  std::shared_ptr<const stage_list> stages_;
   std::optional<duration> budget_;
 };
 

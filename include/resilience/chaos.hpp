@@ -119,10 +119,10 @@ class chaos_options {
   chaos_options on_injected(std::function<void(const chaos_injection&)> hook) const;
 
   double rate() const noexcept { return rate_; }
-  const detail::shared_hook<bool(const context&)>& predicate() const noexcept { return predicate_; }
+  std::function<bool(const context&)> predicate() const { return predicate_.function(); }
   const random_source& random() const noexcept { return random_; }
   const chaos_switch* switch_ref() const noexcept { return switch_; }
-  const detail::shared_hook<void(const chaos_injection&)>& on_injected() const noexcept { return on_injected_; }
+  std::function<void(const chaos_injection&)> on_injected() const { return on_injected_.function(); }
 
   // Whether this call gets the fault. The switch is read inline: that is
   // the whole cost of a disabled stage.

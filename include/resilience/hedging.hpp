@@ -208,15 +208,22 @@ class basic_hedging_policy {
   const Clock& clock() const noexcept { return clock_; }
   const Delay& delay_generator() const noexcept { return delay_gen_; }
   const detail::budget_ref& budget() const noexcept { return budget_; }
-  const detail::shared_hook<void(const hedge_event&)>& on_hedge() const noexcept { return on_hedge_; }
-  const detail::shared_hook<void(const hedge_summary&)>& on_settled() const noexcept { return on_settled_; }
+  hedge_hook on_hedge() const { return on_hedge_.function(); }
+  settled_hook on_settled() const { return on_settled_.function(); }
+  // What a call runs: the hooks its copies share.
+  const detail::shared_hook<void(const hedge_event&)>& shared_on_hedge() const noexcept { return on_hedge_; }
+  const detail::shared_hook<void(const hedge_summary&)>& shared_on_settled() const noexcept { return on_settled_; }
 
   // The stage interface. The call holds a copy of this policy (a temporary
   // one is moved in), so the awaitable may outlive it.
   template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) const& {
-    return detail::hedged_call_owning<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
-        std::move(op), detail::copied_into_frame<basic_hedging_policy>(*this), parent);
+    if constexpr (std::is_copy_constructible_v<basic_hedging_policy>) {
+      return detail::hedged_call_owning<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
+          std::move(op), detail::copied_into_frame<basic_hedging_policy>(*this), parent);
+    } else {
+      return run_referenced(std::move(op), parent);  // a move-only part: see Lifetimes in the README
+    }
   }
   template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) && {
@@ -492,9 +499,9 @@ class hedge_join : public timer_node {
       stop();
       return;
     }
-    if (policy_->on_hedge()) {
+    if (policy_->shared_on_hedge()) {
       try {
-        policy_->on_hedge()(hedge_event{started_ + 1, now - start_});
+        policy_->shared_on_hedge()(hedge_event{started_ + 1, now - start_});
       } catch (...) {
         fail_with_current_exception();
         return;
@@ -623,8 +630,8 @@ boost::asio::awaitable<T, Executor> hedged_call(Op op, const Policy* policy, con
   const auto finish = [&] {
     if (caller.slot().is_connected()) caller.slot().clear();
     if (ctx.props && join.chosen() != 0 && !join.aborted()) ctx.props->swap(props[join.chosen() - 1]);
-    if (policy->on_settled()) {
-      policy->on_settled()(hedge_summary{join.aborted() ? 0 : join.chosen(), join.started(),
+    if (policy->shared_on_settled()) {
+      policy->shared_on_settled()(hedge_summary{join.aborted() ? 0 : join.chosen(), join.started(),
                                          policy->clock().now() - start});
     }
   };

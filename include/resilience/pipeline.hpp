@@ -18,8 +18,8 @@
 // Copyable stages (policies, timeouts) are stored by value. A stage that
 // cannot be copied — shared state such as a circuit breaker — is stored by
 // reference, as is one passed as std::ref(stage): it must outlive the pipeline.
-// Each call holds a copy of the pipeline (values only: no allocation), so
-// the awaitable may outlive it; run_referenced(op) refers to it instead.
+// Each call holds a copy of the pipeline (values; hooks shared), so the
+// awaitable may outlive it; run_referenced(op) refers to it instead.
 //
 // A deadline stage whose inner stages all keep to the deadline (retry,
 // timeouts, breakers, other deadlines) and whose innermost stage is a timeout
@@ -174,14 +174,13 @@ class pipeline {
   }
 
   // The call holds a copy of this pipeline (a temporary one is moved in), so
-  // the awaitable may outlive it. The copy is of the stages' values (hooks
-  // are shared between copies, shared state such as a breaker is referred
-  // to): no allocation. run_referenced() skips it.
+  // the awaitable may outlive it. The copy is of the stages' values: hooks
+  // are shared between copies and shared state such as a breaker is
+  // referred to, so it allocates only if a callable you gave a stage (a
+  // classifier, a fallback action) does when copied. run_referenced() skips it.
   template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) const& {
-    if constexpr (!std::is_copy_constructible_v<pipeline>) {
-      return run_referenced(std::move(op), parent);  // a stage that cannot be copied: see Lifetimes in the README
-    } else if constexpr (sizeof...(Stored) == 1) {
+    if constexpr (sizeof...(Stored) == 1) {
       return stage<0>().run(std::move(op), parent);  // a stage alone owns what it needs
     } else {
       // No frame of its own for the copy: the outermost stage runs as it

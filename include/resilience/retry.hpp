@@ -444,8 +444,12 @@ class basic_retry_policy {
   // the awaitable may outlive this object, as co_retry's does.
   template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) const& {
-    return detail::retry_loop<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
-        std::move(op), detail::copied_into_frame<basic_retry_policy>(*this), parent);
+    if constexpr (std::is_copy_constructible_v<basic_retry_policy>) {
+      return detail::retry_loop<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
+          std::move(op), detail::copied_into_frame<basic_retry_policy>(*this), parent);
+    } else {
+      return run_referenced(std::move(op), parent);  // a move-only part: see Lifetimes in the README
+    }
   }
   template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) && {
@@ -537,7 +541,9 @@ auto co_retry(Op op, Policy&& policy, const context& parent = {}) {
   } else {
     // Copied (or moved) into the call: an awaitable that outlives a helper's
     // local policy still has its own.
-    if constexpr (std::is_lvalue_reference_v<Policy>) {
+    if constexpr (std::is_lvalue_reference_v<Policy> && !std::is_copy_constructible_v<P>) {
+      return detail::retry_loop<T, E>(std::move(op), static_cast<const P*>(&policy), parent);  // see Lifetimes
+    } else if constexpr (std::is_lvalue_reference_v<Policy>) {
       return detail::retry_loop<T, E>(std::move(op), detail::copied_into_frame<P>(policy), parent);
     } else {
       return detail::retry_loop<T, E>(std::move(op), P(std::move(policy)), parent);

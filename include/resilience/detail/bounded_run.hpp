@@ -185,10 +185,6 @@ template <class Stage, class Op>
 auto run_owning(Stage&& stage, Op op, const context& ctx) {
   return run_owned<op_value_t<Op>, op_executor_t<Op>>(std::move(stage), std::move(op), ctx);
 }
-template <class Stage, class Op>
-auto run_copying(const Stage& stage, Op op, const context& ctx) {
-  return run_owned<op_value_t<Op>, op_executor_t<Op>>(copied_into_frame<Stage>(stage), std::move(op), ctx);
-}
 
 // co_spawn hands back T() with an exception, so a T that cannot be default
 // constructed travels in an optional.
