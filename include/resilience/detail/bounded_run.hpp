@@ -272,12 +272,6 @@ template <class Clock, class Executor>
 inline constexpr bool uses_timer_queue =
     std::is_same_v<Clock, steady_clock> && std::is_same_v<Executor, boost::asio::any_io_executor>;
 
-// Runs op(ctx) for at most `limit` from now and never past ctx.deadline. If
-// the bound passes first, the op is cancelled with `type` and waited for; a
-// failure it then reports becomes `own_reason` (when `limit` was the tighter
-// bound) or `deadline_exceeded` (when ctx.deadline was). A success still
-// wins: the work was done. A cancellation of the caller is final and comes
-// back as operation_aborted.
 // GCC 12, inlining this coroutine's start into a caller, may take the
 // frame's own operator delete for a mismatch of its operator new
 // (-Wmismatched-new-delete): both are Asio's frame allocator.
@@ -285,6 +279,12 @@ inline constexpr bool uses_timer_queue =
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
+// Runs op(ctx) for at most `limit` from now and never past ctx.deadline. If
+// the bound passes first, the op is cancelled with `type` and waited for; a
+// failure it then reports becomes `own_reason` (when `limit` was the tighter
+// bound) or `deadline_exceeded` (when ctx.deadline was). A success still
+// wins: the work was done. A cancellation of the caller is final and comes
+// back as operation_aborted.
 template <class T, class Executor, class Op, class Clock>
 boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, Clock clock, duration limit,
                                                 boost::asio::cancellation_type type,
