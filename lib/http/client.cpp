@@ -150,7 +150,7 @@ void pool_core::close_all(host& h, std::vector<std::unique_ptr<connection>>& out
 }
 
 pool_core::acquired pool_core::acquire(const std::string& key, time_point now,
-                                       const std::shared_ptr<pool_waiter>& waiter) {
+                                       const std::shared_ptr<pool_waiter>& waiter, bool idle_only) {
   std::vector<std::unique_ptr<connection>> expired;
   acquired a{grant::busy, nullptr, nullptr};
   {
@@ -167,6 +167,8 @@ pool_core::acquired pool_core::acquire(const std::string& key, time_point now,
       a.how = grant::reused;
       a.conn = std::move(h.idle.back());
       h.idle.pop_back();
+    } else if (idle_only) {
+      // busy: the caller opens or waits by another way
     } else if (h.open < options_.max_connections_per_host()) {
       a.how = grant::open_new;
       ++h.open;

@@ -474,9 +474,13 @@ asio::awaitable<void> plain_user(tcp::endpoint target, const get_request* req, r
 asio::awaitable<void> resilient_user(rhttp::client* client, const rhttp::endpoint* to, const get_request* req,
                                      round_state* round) {
   const user_scope scope(round);
+  // The user's own request, sent by reference (std::ref): the call sets its
+  // Host header, so users must not share one. The plain users write theirs
+  // unchanged, without a copy, too.
+  get_request own = *req;
   while (!round->stop) {
     const auto start = wall_clock::now();
-    auto res = co_await client->request(*to, *req);  // takes its own copy of the request, as every call does
+    auto res = co_await client->request(*to, std::ref(own));
     round->record(start, res && res->result() == bhttp::status::ok);
   }
 }

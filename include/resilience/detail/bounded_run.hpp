@@ -272,6 +272,89 @@ template <class Clock, class Executor>
 inline constexpr bool uses_timer_queue =
     std::is_same_v<Clock, steady_clock> && std::is_same_v<Executor, boost::asio::any_io_executor>;
 
+// A time bound on operations that the caller starts itself, each with
+// slot() bound to it: the bound passing and the caller's own cancellation
+// (forwarded from forward() to disarm()) both reach the operation running
+// there. An operation that takes a completion token needs no child
+// coroutine for this; run_bounded spawns one only because an awaitable
+// cannot be given a slot of its own. The timer's side refers to this object:
+// its owner calls disarm() before the frame ends, and co_awaits
+// wait_timer_side() when disarm() says that side is still to run.
+template <class Clock, class Executor>
+class local_bound {
+ public:
+  local_bound() = default;
+  local_bound(const local_bound&) = delete;
+  local_bound& operator=(const local_bound&) = delete;
+
+  // The caller's cancellation reaches slot() until the caller's next
+  // resumption: Asio clears the caller's slot whenever a coroutine resumes
+  // from an operation, so forward() again before starting each one (it costs
+  // a handler put in place). Nothing else may use the caller's slot meanwhile.
+  void forward(const boost::asio::cancellation_state& caller) {
+    caller_ = caller.slot();
+    if (caller_.is_connected()) caller_.template emplace<forward_cancellation>(&join_.child);
+  }
+
+  // Cancels what runs in slot() with `type` at `at`. `executor` is the
+  // caller's, where the timer's side runs; it must outlive this object.
+  void arm(const Clock& clock, const Executor& executor, time_point at, boost::asio::cancellation_type type) {
+    join_.type = type;
+    executor_ = &executor;
+    if constexpr (uses_timer_queue<Clock, Executor>) {
+      join_.fire_at = at;
+      join_.fire = &bound_join<Executor>::fire_node;
+      join_.executor = &executor;
+      join_.queue = &timer_queue::of(executor);
+      join_.queue->add(join_);
+    } else {
+      timer_.emplace(clock.make_timer(executor));
+      timer_->expires_at(at);
+      timer_->async_wait(
+          boost::asio::bind_executor(executor, [this](const error_code& ec) { join_.timer_finished(!ec); }));
+    }
+  }
+
+  boost::asio::cancellation_slot slot() noexcept { return join_.child.slot(); }
+  // Whether the bound passed while armed (what ran in slot() was cancelled).
+  bool fired() const noexcept { return join_.fired; }
+
+  // Stops forwarding and disarms. True when the timer's side is under way
+  // and must be waited for with wait_timer_side().
+  bool disarm() noexcept {
+    join_.op_done = true;
+    if (caller_.is_connected()) caller_.clear();
+    bool pending = false;
+    if constexpr (uses_timer_queue<Clock, Executor>) {
+      if (join_.queue) pending = !join_.queue->remove(join_) && !join_.timer_done;
+    } else if (timer_) {
+      timer_->cancel();
+      pending = !join_.timer_done;
+    }
+    join_.queue = nullptr;  // out of the queue either way now: nothing for the destructor to do
+    return pending;
+  }
+
+  // The wait for the timer's side, as an async operation. Asio throws from
+  // a co_await once the caller is cancelled, and this wait is mandatory: the
+  // caller switches throw_if_cancelled off around it.
+  auto wait_timer_side() {
+    boost::asio::use_awaitable_t<Executor> token;
+    return boost::asio::async_initiate<boost::asio::use_awaitable_t<Executor>, void()>(
+        [this](auto resume) { join_.waiter.park(std::move(resume), *executor_); }, token);
+  }
+
+ private:
+  // A timer of its own only off the shared queue: 128 bytes of frame saved.
+  struct no_timer {};
+  using own_timer = decltype(std::declval<const Clock&>().make_timer(std::declval<const Executor&>()));
+
+  bound_join<Executor> join_;
+  const Executor* executor_ = nullptr;
+  boost::asio::cancellation_slot caller_;
+  std::conditional_t<uses_timer_queue<Clock, Executor>, no_timer, std::optional<own_timer>> timer_;
+};
+
 // GCC 12, inlining this coroutine's start into a caller, may take the
 // frame's own operator delete for a mismatch of its operator new
 // (-Wmismatched-new-delete): both are Asio's frame allocator.
@@ -305,30 +388,10 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, Clock clock,
   ctx.deadline = fire_at;
   const auto executor = co_await asio::this_coro::executor;
 
-  bound_join<Executor> join;
-  join.type = type;
-  // A timer of its own only off the shared queue: 128 bytes of frame saved.
-  struct no_timer {};
-  std::conditional_t<uses_timer_queue<Clock, Executor>, no_timer,
-                     std::optional<decltype(clock.make_timer(executor))>>
-      timer;
+  local_bound<Clock, Executor> bound;
   bool op_ended = false;
-  const auto arm = [&] {
-    if constexpr (uses_timer_queue<Clock, Executor>) {
-      join.fire_at = fire_at;
-      join.fire = &bound_join<Executor>::fire_node;
-      join.executor = &executor;
-      join.queue = &timer_queue::of(executor);
-      join.queue->add(join);
-    } else {
-      timer.emplace(clock.make_timer(executor));
-      timer->expires_at(fire_at);
-      timer->async_wait(asio::bind_executor(executor, [&join](const error_code& ec) { join.timer_finished(!ec); }));
-    }
-  };
-
-  // While the op runs, the caller's cancellation reaches it through `child`.
-  if (caller.slot().is_connected()) caller.slot().template emplace<forward_cancellation>(&join.child);
+  // While the op runs, the caller's cancellation reaches it through the bound.
+  bound.forward(caller);
 
   // co_spawn runs the child at once, up to its first suspension. Only an op
   // still running after that needs the bound armed: one that has already
@@ -338,31 +401,16 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, Clock clock,
   auto finished = co_await asio::async_initiate<decltype(token), signature>(
       [&](auto handler) {
         asio::co_spawn(executor, run_and_flag(invoke_op(op, ctx), &op_ended),
-                       asio::bind_cancellation_slot(join.child.slot(), std::move(handler)));
-        if (!op_ended) arm();
+                       asio::bind_cancellation_slot(bound.slot(), std::move(handler)));
+        if (!op_ended) bound.arm(clock, executor, fire_at, type);
       },
       token);
-  join.op_done = true;
-  if (caller.slot().is_connected()) caller.slot().clear();
-
-  // Disarm. Unless the timer's side is known to be over, wait for it: it
-  // refers to this frame. Asio would throw from this co_await if the caller
-  // was cancelled; the wait is mandatory, so switch that off around it.
-  bool timer_side_pending = false;
-  if constexpr (uses_timer_queue<Clock, Executor>) {
-    if (join.queue) timer_side_pending = !join.queue->remove(join) && !join.timer_done;
-  } else if (timer) {
-    timer->cancel();
-    timer_side_pending = !join.timer_done;
-  }
-  join.queue = nullptr;  // out of the queue either way now: nothing for the destructor to do
-  if (timer_side_pending) {
+  // Unless the timer's side is known to be over, wait for it: it refers to
+  // this frame.
+  if (bound.disarm()) {
     const bool throws = co_await asio::this_coro::throw_if_cancelled();
     co_await asio::this_coro::throw_if_cancelled(false);
-    asio::use_awaitable_t<Executor> token;
-    co_await asio::async_initiate<asio::use_awaitable_t<Executor>, void()>(
-        [&join, &executor](auto resume) { join.waiter.park(std::move(resume), executor); },
-        token);
+    co_await bound.wait_timer_side();
     co_await asio::this_coro::throw_if_cancelled(throws);
   }
 
@@ -370,7 +418,7 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, Clock clock,
     co_return outcome<T>::from_error(asio::error::operation_aborted).get();
 
   const auto& error = std::get<0>(finished);
-  if (!join.fired && !error) {  // the common case: answered in time
+  if (!bound.fired() && !error) {  // the common case: answered in time
     if constexpr (std::is_void_v<T>) {
       co_return;
     } else if constexpr (spawn_boxed<T>) {
@@ -379,7 +427,7 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, Clock clock,
       co_return std::move(std::get<1>(finished));
     }
   }
-  if (join.fired && on_expiry) on_expiry(expiry_event{reason, fire_at, ctx.attempt});
+  if (bound.fired() && on_expiry) on_expiry(expiry_event{reason, fire_at, ctx.attempt});
   std::optional<outcome<T>> result;
   if (error) {
     result.emplace(outcome<T>::from_exception(error));
@@ -390,7 +438,7 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, Clock clock,
   } else {
     result.emplace(outcome<T>::from_value(std::move(std::get<1>(finished))));
   }
-  if (join.fired && result->failed()) co_return outcome<T>::from_error(reason).get();
+  if (bound.fired() && result->failed()) co_return outcome<T>::from_error(reason).get();
   co_return std::move(*result).get();
 }
 #if defined(__GNUC__) && !defined(__clang__)

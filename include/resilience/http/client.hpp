@@ -52,16 +52,14 @@
 #include <resilience/breaker_registry.hpp>
 #include <resilience/clock.hpp>
 #include <resilience/context.hpp>
-#include <resilience/deadline.hpp>
+#include <resilience/detail/bounded_run.hpp>
 #include <resilience/error.hpp>
 #include <resilience/http/classifier.hpp>
 #include <resilience/http/connection_pool.hpp>
 #include <resilience/http/deadline_header.hpp>
 #include <resilience/http/retry_after_delay.hpp>
-#include <resilience/pipeline.hpp>
 #include <resilience/properties.hpp>
 #include <resilience/retry.hpp>
-#include <resilience/timeout.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -318,15 +316,13 @@ class basic_client {
         clock_(clock),
         pool_(options_.pool(), clock),
         breakers_(options_.breaker(), options_.breaker_limits(), clock),
-        total_(options_.total_timeout(), clock),
         retry_(retry_policy{}
                    .max_attempts(options_.max_retries() + 1)
                    .backoff(options_.backoff())
                    .retry_if(options_.retry_classifier())
                    .on_retry(detail::client_retry_hook{&options_.on_retry(), &options_.retry_after()})
                    .clock(clock)
-                   .delay_generator(options_.retry_after())),
-        attempt_(options_.attempt_timeout(), clock) {}
+                   .delay_generator(options_.retry_after())) {}
 
   basic_client(const basic_client&) = delete;
   basic_client& operator=(const basic_client&) = delete;
@@ -337,6 +333,23 @@ class basic_client {
   boost::asio::awaitable<result<ResBody>> request(endpoint to, boost::beast::http::request<ReqBody, Fields> req,
                                                   request_options options = {}) & {
     return call<ResBody>(std::move(to), std::move(req), options);
+  }
+  // Sends the caller's own request, without a copy: std::ref(req). The call
+  // sets Host, Content-Length and the deadline header on it, so it must
+  // outlive the call and not be used elsewhere meanwhile.
+  template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields>
+  boost::asio::awaitable<result<ResBody>> request(
+      endpoint to, std::reference_wrapper<boost::beast::http::request<ReqBody, Fields>> req,
+      request_options options = {}) & {
+    return call<ResBody>(std::move(to), req, options);
+  }
+  template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields>
+  boost::asio::awaitable<result<ResBody>> request(
+      endpoint, std::reference_wrapper<const boost::beast::http::request<ReqBody, Fields>>,
+      request_options = {}) & {
+    static_assert(detail::dependent_false<ResBody>,
+                  "the call sets Host, Content-Length and the deadline header on a request it refers to: "
+                  "pass std::ref(request), or the request itself (a copy)");
   }
   template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields>
   boost::asio::awaitable<result<ResBody>> request(endpoint, boost::beast::http::request<ReqBody, Fields>,
@@ -352,6 +365,8 @@ class basic_client {
 
  private:
   using retry_type = basic_retry_policy<http::classifier, detail::client_retry_hook, Clock, retry_after_delay>;
+  using breaker_type = typename basic_breaker_registry<std::string, Clock>::breaker_type;
+  using lease_result = typename basic_connection_pool<Clock>::lease_result;
 
   static client_options checked(client_options o) {
     if (o.attempt_timeout() > o.total_timeout())
@@ -360,24 +375,33 @@ class basic_client {
     return o;
   }
 
-  template <class ResBody, class ReqBody, class Fields>
-  boost::asio::awaitable<result<ResBody>> call(endpoint to, boost::beast::http::request<ReqBody, Fields> req,
-                                               request_options options) {
+  template <class R>
+  static R& request_of(R& r) noexcept {
+    return r;
+  }
+  template <class R>
+  static R& request_of(std::reference_wrapper<R> r) noexcept {
+    return r.get();
+  }
+
+  // `held` is the request, or a reference_wrapper to the caller's.
+  template <class ResBody, class Held>
+  boost::asio::awaitable<result<ResBody>> call(endpoint to, Held held, request_options options) {
     namespace bhttp = boost::beast::http;
+    auto& req = request_of(held);
     if (req.find(bhttp::field::host) == req.end()) req.set(bhttp::field::host, to.authority());
     req.prepare_payload();
     properties props;
     props.set(http::idempotent, options.idempotent().value_or(is_idempotent(req)));
     context ctx = context{}.with(props);
-    ctx.deadline = options.deadline();
+    // The total bound: the retry never waits past it, and each attempt's own
+    // bound ends there at the latest.
+    ctx.deadline = std::min(options.deadline(), saturating_add(clock_.now(), options_.total_timeout()));
+    const std::string key = to.key();
+    const auto breaker = breakers_.breaker_for(key);
     std::uint32_t attempts = 0;
-    auto attempt_op = [&](const context& c) {
-      attempts = c.attempt;
-      return attempt<ResBody>(to, req, c);
-    };
-    auto res = co_await resilience::pipeline(std::cref(total_), std::cref(retry_),
-                                             breakers_.stage(to.key(), http::breaker_classifier{}),
-                                             std::cref(attempt_))(std::move(attempt_op), ctx);
+    auto attempt_op = [&](const context& c) { return attempt<ResBody>(to, key, req, *breaker, attempts, c); };
+    auto res = co_await co_retry(std::move(attempt_op), std::cref(retry_), ctx);
     if (const auto& report = options_.on_call_finished()) {
       report(client_call_event{attempts, res.has_error() ? res.error() : error_code{},
                                res.has_value() ? res->result_int() : 0u});
@@ -385,49 +409,118 @@ class basic_client {
     co_return res;
   }
 
+  // One attempt: the breaker's permit, a connection, the exchange, all in
+  // this one frame. The exchange on a reused connection is bounded without
+  // a child coroutine: its reads and writes are started in the bound's slot.
   template <class ResBody, class Request>
-  boost::asio::awaitable<result<ResBody>> attempt(const endpoint& to, Request& req, const context& ctx) {
+  boost::asio::awaitable<result<ResBody>> attempt(const endpoint& to, const std::string& key, Request& req,
+                                                  breaker_type& breaker, std::uint32_t& attempts,
+                                                  const context& ctx) {
     namespace asio = boost::asio;
     namespace bhttp = boost::beast::http;
+    using T = result<ResBody>;
+    const auto caller = co_await asio::this_coro::cancellation_state;
+    if (caller.cancelled() != asio::cancellation_type::none) co_return error_code(asio::error::operation_aborted);
     ctx.set(request_may_have_been_sent, false);
-    // The wait for a connection needs no timer of its own: the attempt
-    // timeout around it ends it, with timeout or deadline_exceeded as due.
-    auto lease = co_await pool_.acquire(to);
-    if (!lease) co_return lease.error();
-    connection& conn = lease->conn();
-    if (const auto& header = options_.deadline_header()) {
-      // ctx.deadline is the attempt's own bound (the attempt timeout, or the
-      // total deadline if that comes first).
-      const time_point sent = ctx.deadline == time_point::max() ? ctx.deadline
-                                                                : saturating_add(ctx.deadline, -options_.deadline_margin());
-      header->write(req, sent, clock_.now());
+    breaker_permit permit = breaker.try_acquire();
+    if (!permit) co_return error_code(error::circuit_open);
+    attempts = ctx.attempt;
+
+    // attempt_timeout(), or the call's deadline if that comes first.
+    const time_point start = clock_.now();
+    const time_point own = saturating_add(start, options_.attempt_timeout());
+    const bool deadline_first = ctx.deadline <= own;
+    const time_point bound_at = deadline_first ? ctx.deadline : own;
+    const error_code reason = deadline_first ? error::deadline_exceeded : error::timeout;
+
+    const auto executor = co_await asio::this_coro::executor;
+    resilience::detail::local_bound<Clock, asio::any_io_executor> bound;
+    bool bounded = false;
+    std::optional<outcome<T>> out;
+    try {
+      std::optional<connection_lease> lease = pool_.reuse(key);
+      if (!lease) {
+        // No idle connection: a wait for one, or a new one, under a bound of
+        // its own (the pool's wait is a coroutine, which no slot reaches).
+        auto acquired = co_await resilience::detail::run_bounded<lease_result, asio::any_io_executor>(
+            [this, &to] { return pool_.acquire(to); }, ctx, clock_, options_.attempt_timeout(),
+            asio::cancellation_type::terminal);
+        if (acquired) {
+          lease.emplace(std::move(*acquired));
+        } else {
+          out.emplace(outcome<T>::from_error(acquired.error()));
+        }
+      }
+      if (lease && caller.cancelled() == asio::cancellation_type::none) {
+        const time_point now = clock_.now();
+        if (now >= bound_at) {
+          out.emplace(outcome<T>::from_error(reason));
+        } else {
+          if (bound_at != time_point::max())
+            bound.arm(clock_, executor, bound_at, asio::cancellation_type::terminal);
+          bounded = true;
+          connection& conn = lease->conn();
+          if (const auto& header = options_.deadline_header()) {
+            // The attempt's own bound, less the margin for the way back.
+            const time_point sent =
+                bound_at == time_point::max() ? bound_at : saturating_add(bound_at, -options_.deadline_margin());
+            header->write(req, sent, now);
+          }
+          ctx.set(request_may_have_been_sent, true);
+          const auto in_bound = [&] { return asio::bind_cancellation_slot(bound.slot(), asio::as_tuple(asio::use_awaitable)); };
+          bound.forward(caller);
+          auto [write_error, written] =
+              co_await conn.visit([&](auto& stream) { return bhttp::async_write(stream, req, in_bound()); });
+          if (write_error) {
+            out.emplace(outcome<T>::from_error(write_error));
+          } else if (!bound.fired() && caller.cancelled() == asio::cancellation_type::none) {
+            bhttp::response_parser<ResBody> parser;
+            parser.body_limit(options_.max_response_body());
+            bound.forward(caller);
+            auto [read_error, read] = co_await conn.visit(
+                [&](auto& stream) { return bhttp::async_read(stream, conn.buffer(), parser, in_bound()); });
+            if (read_error) {
+              out.emplace(outcome<T>::from_error(read_error));
+            } else {
+              response<ResBody> res = parser.release();
+              if (res.keep_alive() && req.keep_alive()) {
+                lease->keep_alive(clock_.now());
+              } else {
+                lease->close(close_reason::not_reusable);
+              }
+              out.emplace(outcome<T>::from_value(std::move(res)));
+            }
+          }
+        }
+      }
+    } catch (...) {
+      out.emplace(outcome<T>::from_current_exception());
     }
-    ctx.set(request_may_have_been_sent, true);
-    auto [write_error, written] = co_await conn.visit(
-        [&](auto& stream) { return bhttp::async_write(stream, req, asio::as_tuple(asio::use_awaitable)); });
-    if (write_error) co_return write_error;
-    bhttp::response_parser<ResBody> parser;
-    parser.body_limit(options_.max_response_body());
-    auto [read_error, read] = co_await conn.visit([&](auto& stream) {
-      return bhttp::async_read(stream, conn.buffer(), parser, asio::as_tuple(asio::use_awaitable));
-    });
-    if (read_error) co_return read_error;
-    response<ResBody> res = parser.release();
-    if (res.keep_alive() && req.keep_alive()) {
-      lease->keep_alive(clock_.now());
+    // The timer's side refers to this frame: wait for it if it is under way.
+    if (bounded && bound.disarm()) {
+      const bool throws = co_await asio::this_coro::throw_if_cancelled();
+      co_await asio::this_coro::throw_if_cancelled(false);
+      co_await bound.wait_timer_side();
+      co_await asio::this_coro::throw_if_cancelled(throws);
+    }
+    if (caller.cancelled() != asio::cancellation_type::none) {
+      out.emplace(outcome<T>::from_error(asio::error::operation_aborted));  // final, whatever the attempt did
+    } else if (bound.fired() && (!out || out->failed())) {
+      out.emplace(outcome<T>::from_error(reason));  // a response that made it in time still counts
+    }
+    if (out->cancelled()) {
+      permit.release();
     } else {
-      lease->close(close_reason::not_reusable);
+      permit.record(resilience::detail::classify(http::breaker_classifier{}, *out, ctx));
     }
-    co_return res;
+    co_return std::move(*out).get();
   }
 
   client_options options_;
   Clock clock_;
   basic_connection_pool<Clock> pool_;
   basic_breaker_registry<std::string, Clock> breakers_;
-  basic_deadline_stage<Clock> total_;
   retry_type retry_;
-  basic_timeout<Clock> attempt_;
 };
 
 using client = basic_client<>;

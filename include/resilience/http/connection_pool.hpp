@@ -193,6 +193,8 @@ class connection_pool_options {
 
 template <resilience::clock Clock>
 class basic_connection_pool;
+template <resilience::clock Clock>
+class basic_client;
 
 // One open connection: a TCP stream, or TLS over one, and its read buffer
 // (bytes of a next response may already sit in it).
@@ -260,9 +262,11 @@ class pool_core {
   pool_core& operator=(const pool_core&) = delete;
 
   // An idle connection of `key` (the most recently used), else room to open
-  // one, else busy; with `waiter`, busy queues it instead. Closes expired
-  // idle connections of that key on the way.
-  acquired acquire(const std::string& key, time_point now, const std::shared_ptr<pool_waiter>& waiter);
+  // one, else busy; with `waiter`, busy queues it instead. `idle_only`: an
+  // idle connection or busy. Closes expired idle connections of that key on
+  // the way.
+  acquired acquire(const std::string& key, time_point now, const std::shared_ptr<pool_waiter>& waiter,
+                   bool idle_only = false);
   // Takes a waiter out of the queue; false when it was granted meanwhile.
   bool withdraw(host& h, pool_waiter& w) noexcept;
   // Gives a place back: `conn` kept idle (since `now`) when `keep`, closed
@@ -367,6 +371,10 @@ class basic_connection_pool {
   }
   boost::asio::awaitable<lease_result> acquire(const endpoint&, time_point = time_point::max()) && = delete;
 
+  // An idle connection to `to` that its peer has not closed, at once; none
+  // if there is none. Nothing is opened or waited for.
+  std::optional<connection_lease> try_reuse(const endpoint& to) { return reuse(to.key()); }
+
   std::size_t close_expired() noexcept { return core_.close_expired(clock_.now()); }
   std::size_t close_idle() noexcept { return core_.close_idle(); }
   std::uint32_t open_connections(const endpoint& to) const { return core_.open_connections(to.key()); }
@@ -411,6 +419,23 @@ class basic_connection_pool {
       }
     }
   };
+
+  std::optional<connection_lease> reuse(const std::string& key) {
+    sweep_now_and_then();
+    for (;;) {
+      pool_core::acquired a = core_.acquire(key, clock_.now(), nullptr, true);
+      if (a.how != pool_core::grant::reused) return std::nullopt;
+      std::optional<connection_lease> lease(std::in_place, core_, *a.where, std::move(a.conn));
+      if (!(*lease)->peer_closed()) {
+        ++(*lease)->reuses_;
+        return lease;
+      }
+      lease->close(close_reason::peer_closed);  // look once more
+    }
+  }
+
+  template <resilience::clock>
+  friend class basic_client;
 
   boost::asio::awaitable<lease_result> acquire_impl(const endpoint* to, time_point deadline) {
     namespace asio = boost::asio;
