@@ -190,6 +190,12 @@ asio::awaitable<result_t> call(client_t& c, rhttp::endpoint to, Req req, rhttp::
   co_return co_await c.request(std::move(to), std::move(req), o);
 }
 
+template <class Req>
+asio::awaitable<result_t> call_by_reference(client_t& c, rhttp::endpoint to, Req& req) {
+  live frame(live::ops);
+  co_return co_await c.request(std::move(to), std::ref(req));
+}
+
 unsigned status_of(const completion<result_t>& c) {
   BOOST_REQUIRE(c.value);
   BOOST_REQUIRE(c.value->has_value());
@@ -478,6 +484,28 @@ BOOST_AUTO_TEST_CASE(sends_the_time_left_in_the_deadline_header) {
   spawn(io, call(c, srv.at(), get(), rhttp::request_options{}.deadline(clock.now() + 3s)), late);
   BOOST_REQUIRE(run_until(io, [&] { return late.done(); }));
   BOOST_TEST(srv.seen.back()["x-timeout-ms"] == "2950");
+}
+
+BOOST_AUTO_TEST_CASE(a_request_sent_by_reference_is_the_callers_own) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::respond, 503} : step{}; };
+  client_t c(quick().deadline_header(rhttp::deadline_header::milliseconds("x-timeout-ms")), clock);
+  auto req = post("order 1");
+  req.set("Idempotency-Key", "k1");
+  completion<result_t> done;
+  spawn(io, call_by_reference(c, srv.at(), req), done);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST(status_of(done) == 200u);
+  BOOST_REQUIRE(srv.seen.size() == 2u);  // the same request, retried
+  BOOST_TEST(srv.seen[1].body() == "order 1");
+  // What the call set is on the caller's request: Host, Content-Length and
+  // the time sent, the default attempt timeout less the margin.
+  BOOST_TEST(req[bhttp::field::host] == srv.at().authority());
+  BOOST_TEST(req[bhttp::field::content_length] == "7");
+  BOOST_TEST(req["x-timeout-ms"] == "9950");
+  BOOST_TEST(req.body() == "order 1");
 }
 
 BOOST_AUTO_TEST_CASE(caps_connections_per_host_and_queues_callers) {

@@ -8,8 +8,10 @@
 //   if (!res) log(res.error().message());        // the last failure, or timeout, circuit_open...
 //   else if (res->result() == http::status::ok) use(res->body());
 //   // a body of your choosing:  client.request<http::dynamic_body>(to, req)
+//   // no copy of a request you keep:  client.request(to, std::ref(req))
 //
-// Each request runs through, outermost first:
+// Each request runs through, outermost first (the strategies of the library,
+// fused into one coroutine per call and one per attempt):
 //   total deadline   total_timeout() for the whole call, attempts and waits
 //                    included, tightened by request_options::deadline();
 //   retry            http::classifier with idempotency: a request that may have
@@ -35,7 +37,10 @@
 // server in deadline_header(), when one is set, less deadline_margin().
 // Connections are kept alive and reused per endpoint (connection_pool.hpp):
 // one whose exchange failed, timed out or was cancelled is closed, never
-// reused. The request is taken by value: the call keeps its own copy.
+// reused. The request is taken by value, the call keeping its own copy, or
+// by std::ref: then the call sets Host, Content-Length and the deadline
+// header on the caller's request, which must outlive the call and not be
+// used elsewhere meanwhile.
 //
 // Events: on_retry before each retry's wait (its delay, and whether that is
 // the server's Retry-After); on_call_finished as each call returns (how many
@@ -438,7 +443,8 @@ class basic_client {
     bool bounded = false;
     std::optional<outcome<T>> out;
     try {
-      std::optional<connection_lease> lease = pool_.reuse(key);
+      time_point now = start;
+      std::optional<connection_lease> lease = pool_.reuse(key, now);
       if (!lease) {
         // No idle connection: a wait for one, or a new one, under a bound of
         // its own (the pool's wait is a coroutine, which no slot reaches).
@@ -450,9 +456,9 @@ class basic_client {
         } else {
           out.emplace(outcome<T>::from_error(acquired.error()));
         }
+        now = clock_.now();
       }
       if (lease && caller.cancelled() == asio::cancellation_type::none) {
-        const time_point now = clock_.now();
         if (now >= bound_at) {
           out.emplace(outcome<T>::from_error(reason));
         } else {

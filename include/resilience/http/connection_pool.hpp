@@ -373,7 +373,7 @@ class basic_connection_pool {
 
   // An idle connection to `to` that its peer has not closed, at once; none
   // if there is none. Nothing is opened or waited for.
-  std::optional<connection_lease> try_reuse(const endpoint& to) { return reuse(to.key()); }
+  std::optional<connection_lease> try_reuse(const endpoint& to) { return reuse(to.key(), clock_.now()); }
 
   std::size_t close_expired() noexcept { return core_.close_expired(clock_.now()); }
   std::size_t close_idle() noexcept { return core_.close_idle(); }
@@ -420,10 +420,11 @@ class basic_connection_pool {
     }
   };
 
-  std::optional<connection_lease> reuse(const std::string& key) {
-    sweep_now_and_then();
+  // `now`: the caller's reading of the clock.
+  std::optional<connection_lease> reuse(const std::string& key, time_point now) {
+    sweep_now_and_then(now);
     for (;;) {
-      pool_core::acquired a = core_.acquire(key, clock_.now(), nullptr, true);
+      pool_core::acquired a = core_.acquire(key, now, nullptr, true);
       if (a.how != pool_core::grant::reused) return std::nullopt;
       std::optional<connection_lease> lease(std::in_place, core_, *a.where, std::move(a.conn));
       if (!(*lease)->peer_closed()) {
@@ -538,8 +539,8 @@ class basic_connection_pool {
   // Closes connections idle past their time on every host (not only the one
   // asked for) at most twice per idle_timeout(), from the calls themselves:
   // a host never used again does not keep its sockets, and no timer runs.
-  void sweep_now_and_then() noexcept {
-    const time_point now = clock_.now();
+  void sweep_now_and_then() noexcept { sweep_now_and_then(clock_.now()); }
+  void sweep_now_and_then(time_point now) noexcept {
     auto due = next_sweep_.load(std::memory_order_relaxed);
     if (now.time_since_epoch().count() < due) return;
     const time_point next = saturating_add(now, std::max(core_.options().idle_timeout() / 2, duration(1)));
