@@ -286,7 +286,7 @@ boost::asio::awaitable<T, Executor> throttle_call(Op op, throttle_core* core, co
           co_return value;
         }
       }
-      result.emplace(outcome<T>::from_value(std::move(value)));
+      result.emplace(std::in_place, std::move(value));
     }
   } catch (...) {
     result.emplace(outcome<T>::from_current_exception());

@@ -224,7 +224,7 @@ boost::asio::awaitable<T, Executor> breaker_call(Op op, breaker_core* core, Clas
           co_return value;
         }
       }
-      result.emplace(outcome<T>::from_value(std::move(value)));
+      result.emplace(std::in_place, std::move(value));
     }
   } catch (...) {
     result.emplace(outcome<T>::from_current_exception());

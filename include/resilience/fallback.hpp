@@ -128,7 +128,7 @@ boost::asio::awaitable<T, Executor> fallback_call(Op op, Held held, context ctx)
       if constexpr (ignores_successes<classifier>) {
         if (!outcome_traits<T>::error(value).failed()) co_return value;
       }
-      first.emplace(outcome<T>::from_value(std::move(value)));
+      first.emplace(std::in_place, std::move(value));
     }
   } catch (...) {
     first.emplace(outcome<T>::from_current_exception());

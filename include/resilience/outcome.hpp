@@ -108,6 +108,14 @@ class outcome {
     o.value_.emplace(std::move(v));
     return o;
   }
+  // The value made in place: `opt.emplace(std::in_place, std::move(v))`
+  // moves it once, where from_value moves it three times (a response's
+  // fields are not cheap to move).
+  template <class... A>
+    requires std::is_constructible_v<value_type, A...>
+  outcome(std::in_place_t, A&&... a) {
+    value_.emplace(std::forward<A>(a)...);
+  }
 
   // `ec` in T's own error channel, or as a thrown system_error for a T that
   // has none.

@@ -728,7 +728,7 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
           co_return value;
         }
       }
-      first.emplace(outcome<T>::from_value(std::move(value)));
+      first.emplace(std::in_place, std::move(value));
     }
   } catch (...) {
     first.emplace(outcome<T>::from_current_exception());

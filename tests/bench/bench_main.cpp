@@ -60,13 +60,17 @@ extern "C" void measure_breaker(int n);
 extern "C" void measure_breaker_mixed(int n);
 extern "C" void measure_mutex_breaker(int n);
 extern "C" void measure_mutex_breaker_mixed(int n);
+extern "C" void measure_http_raw(int n);
+extern "C" void measure_http_client(int n);
+extern "C" void measure_http_client_ref(int n);
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--instructions") == 0) {
     const int n = std::atoi(argv[2]);
     for (auto* f : {measure_bare, measure_co_retry, measure_co_retry_cref, measure_hand_written, measure_timeout,
                     measure_pipeline, measure_pipeline_referenced, measure_or_idiom,
-                    measure_breaker, measure_breaker_mixed, measure_mutex_breaker, measure_mutex_breaker_mixed})
+                    measure_breaker, measure_breaker_mixed, measure_mutex_breaker, measure_mutex_breaker_mixed,
+                    measure_http_raw, measure_http_client, measure_http_client_ref})
       f(n);
     return 0;
   }

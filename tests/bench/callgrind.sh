@@ -11,7 +11,8 @@ trap 'rm -rf "$out"' EXIT
 declare -A per_call
 fns=${CALLGRIND_FUNCTIONS:-measure_bare measure_co_retry measure_co_retry_cref measure_hand_written measure_timeout measure_pipeline
   measure_pipeline_referenced measure_or_idiom
-  measure_breaker measure_breaker_mixed measure_mutex_breaker measure_mutex_breaker_mixed}
+  measure_breaker measure_breaker_mixed measure_mutex_breaker measure_mutex_breaker_mixed
+  measured_http_raw measured_http_client measured_http_client_ref}
 for fn in $fns; do
   valgrind --tool=callgrind --callgrind-out-file="$out/$fn" --toggle-collect="$fn" \
     "$bench" --instructions "$calls" >/dev/null 2>&1
@@ -30,3 +31,5 @@ ratio "|| idiom / timeout stage" measure_or_idiom measure_timeout
 ratio "pipeline copied / referred to" measure_pipeline measure_pipeline_referenced
 ratio "mutex breaker / breaker, all successes" measure_mutex_breaker measure_breaker
 ratio "mutex breaker / breaker, 10% failures" measure_mutex_breaker_mixed measure_breaker_mixed
+ratio "HTTP client / raw Beast exchange" measured_http_client measured_http_raw
+ratio "HTTP client std::ref / raw Beast exchange" measured_http_client_ref measured_http_raw

@@ -488,13 +488,12 @@ class basic_client {
             if (read_error) {
               out.emplace(outcome<T>::from_error(read_error));
             } else {
-              response<ResBody> res = parser.release();
-              if (res.keep_alive() && req.keep_alive()) {
+              if (parser.get().keep_alive() && req.keep_alive()) {
                 lease->keep_alive(clock_.now());
               } else {
                 lease->close(close_reason::not_reusable);
               }
-              out.emplace(outcome<T>::from_value(std::move(res)));
+              out.emplace(std::in_place, parser.release());
             }
           }
         }
