@@ -433,6 +433,34 @@ BOOST_AUTO_TEST_CASE(a_call_to_one_host_closes_expired_connections_of_the_others
   BOOST_TEST(c.pool().idle_connections(second.at()) == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(a_deadline_passing_mid_exchange_on_a_kept_connection_ends_it) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 2 ? step{step::hang} : step{}; };
+  client_t c(quick().attempt_timeout(2s), clock);
+  completion<result_t> first;
+  spawn(io, call(c, srv.at(), get()), first);
+  BOOST_REQUIRE(run_until(io, [&] { return first.done(); }));
+  BOOST_TEST(status_of(first) == 200u);
+  BOOST_REQUIRE(c.pool().idle_connections(srv.at()) == 1u);
+
+  // The call's deadline (1 s) comes before the attempt's own bound (2 s).
+  completion<result_t> second;
+  spawn(io, call(c, srv.at(), get(), rhttp::request_options{}.deadline(clock.now() + 1s)), second);
+  BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 2 && clock.pending() == 1; }));
+  clock.advance(999ms);
+  run_until(io, [&] { return second.done(); }, 20);
+  BOOST_TEST(!second.done());
+  clock.advance(1ms);
+  BOOST_REQUIRE(run_until(io, [&] { return second.done(); }));
+  BOOST_TEST((error_of(second) == resilience::error::deadline_exceeded));
+  BOOST_TEST(srv.accepted == 1);  // sent on the kept connection
+  BOOST_TEST(srv.requests == 2);  // and not retried: no time is left
+  BOOST_TEST(c.pool().open_connections(srv.at()) == 0u);  // closed, never reused
+  BOOST_TEST(clock.pending() == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(times_out_a_hung_server_and_never_reuses_that_connection) {
   asio::io_context io;
   manual_clock clock;

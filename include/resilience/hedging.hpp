@@ -607,6 +607,13 @@ struct hedge_canceller {
   }
 };
 
+// GCC 12 may take the frame's operator delete for a mismatch of its operator
+// new once this coroutine's start is inlined (-Wmismatched-new-delete): both
+// are Asio's frame allocator.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
 template <class T, class Executor, class Op, class Policy>
 boost::asio::awaitable<T, Executor> hedged_call(Op op, const Policy* policy, context ctx) {
   namespace asio = boost::asio;
@@ -700,6 +707,9 @@ boost::asio::awaitable<T, Executor> hedged_call(Op op, const Policy* policy, con
     co_return outcome<T>::from_error(asio::error::operation_aborted).get();
   co_return std::move(*join.result()).get();
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 }  // namespace detail
 }  // namespace resilience

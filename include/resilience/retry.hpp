@@ -686,6 +686,13 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
   co_return std::move(*last).get();
 }
 
+// GCC 12 may take the frame's operator delete for a mismatch of its operator
+// new once this coroutine's start is inlined (-Wmismatched-new-delete): both
+// are Asio's frame allocator.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
 template <class T, class Executor, class Op, class Holder>
 boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx) {
   namespace asio = boost::asio;
@@ -743,6 +750,9 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
   }
   co_return co_await retry_after_failure<T, Executor>(op, policy, ctx, first, give_up_at, throws);
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 }  // namespace detail
 }  // namespace resilience
