@@ -697,9 +697,13 @@ template <class T, class Executor, class Op, class Holder>
 boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx) {
   namespace asio = boost::asio;
   const auto& policy = deref(holder);
-  const retry_options& options = policy.options();
-  ctx.attempt = 1;
-  ctx.max_attempts = options.max_attempts;
+  // The attempt's number, for whoever reads the context: an op that takes
+  // one sees it now; otherwise only the failure path's classifier can.
+  constexpr bool op_sees_context = std::is_invocable_v<Op&, const context&>;
+  if constexpr (op_sees_context) {
+    ctx.attempt = 1;
+    ctx.max_attempts = policy.options().max_attempts;
+  }
 
   // Asio throws from any co_await once the caller is cancelled, so every
   // await below is preceded by this check: it ends the call with
@@ -708,17 +712,18 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
   const auto aborted = [] { return outcome<T>::from_error(asio::error::operation_aborted).get(); };
   if (cancellation.cancelled() != asio::cancellation_type::none) co_return aborted();
   // Read the clock only when a limit or a deadline needs it: the plain
-  // success path stays free of it.
-  time_point give_up_at = time_point::max();
-  if (options.time_limit != duration::max() || ctx.has_deadline()) {
+  // success path stays free of it. `started` is read only under a limit.
+  late<time_point> started;
+  if (policy.options().time_limit != duration::max() || ctx.has_deadline()) {
     const time_point now = policy.clock().now();
     if (now >= ctx.deadline) co_return outcome<T>::from_error(error::deadline_exceeded).get();
-    give_up_at = std::min(saturating_add(now, options.time_limit), ctx.deadline);
+    started.make(now);
   }
 
-  // The first attempt, inline: on success this is all co_retry does.
+  // The first attempt, inline: on success this is all co_retry does, and
+  // `first` is never touched.
   using classifier = typename std::remove_cvref_t<decltype(policy)>::classifier_type;
-  std::optional<outcome<T>> first;
+  late<std::optional<outcome<T>>> first;
   try {
     if constexpr (std::is_void_v<T>) {
       co_await invoke_op(op, ctx);
@@ -726,7 +731,7 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
         policy.budget().record(false, true);
         co_return;
       }
-      first.emplace(outcome<T>::from_value({}));
+      first.make(outcome<T>::from_value({}));
     } else {
       T value = co_await invoke_op(op, ctx);
       if constexpr (ignores_successes<classifier>) {
@@ -735,12 +740,17 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
           co_return value;
         }
       }
-      first.emplace(std::in_place, std::move(value));
+      first.make(std::in_place, std::in_place, std::move(value));
     }
   } catch (...) {
-    first.emplace(outcome<T>::from_current_exception());
+    first.make(outcome<T>::from_current_exception());
   }
-  if (settle_attempt(policy, *first, ctx, true)) co_return std::move(*first).get();
+  const typename late<std::optional<outcome<T>>>::owner first_made{first.value};
+  if constexpr (!op_sees_context) {
+    ctx.attempt = 1;
+    ctx.max_attempts = policy.options().max_attempts;
+  }
+  if (settle_attempt(policy, *first.value, ctx, true)) co_return std::move(*first.value).get();
   // The op, or a hook inside it, may have cancelled the call: awaiting the
   // rest must not throw then, it ends the call as a cancellation itself.
   bool throws = true;
@@ -748,7 +758,12 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
     throws = co_await asio::this_coro::throw_if_cancelled();
     co_await asio::this_coro::throw_if_cancelled(false);
   }
-  co_return co_await retry_after_failure<T, Executor>(op, policy, ctx, first, give_up_at, throws);
+  // No wait of the call ends past this.
+  const duration time_limit = policy.options().time_limit;
+  const time_point give_up_at =
+      time_limit != duration::max() ? std::min(saturating_add(started.value, time_limit), ctx.deadline)
+                                    : ctx.deadline;
+  co_return co_await retry_after_failure<T, Executor>(op, policy, ctx, first.value, give_up_at, throws);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop

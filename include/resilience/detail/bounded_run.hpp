@@ -140,6 +140,29 @@ const P& deref(const P& p) noexcept {
   return p;
 }
 
+// Room in a coroutine frame for a value that only a slow path makes: unlike
+// a std::optional, the path that never makes it writes nothing. Whoever
+// calls make() declares a late<V>::owner right after it, in the scope that
+// ends its life.
+template <class V>
+union late {
+  late() noexcept {}
+  ~late() {}
+  late(const late&) = delete;
+  late& operator=(const late&) = delete;
+
+  template <class... A>
+  void make(A&&... a) {
+    ::new (static_cast<void*>(&value)) V(std::forward<A>(a)...);
+  }
+  struct owner {
+    V& value;
+    ~owner() { value.~V(); }
+  };
+
+  V value;
+};
+
 // A hook that the copies of a stage share, so that copying a stage into a
 // call never allocates: free when none is set, a reference count when one is.
 template <class Signature>
