@@ -686,6 +686,13 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
   co_return std::move(*last).get();
 }
 
+// The context as the first attempt's classifier (or op) reads it.
+template <class Policy>
+[[gnu::always_inline]] inline void number_first_attempt(context& ctx, const Policy& policy) noexcept {
+  ctx.attempt = 1;
+  ctx.max_attempts = policy.options().max_attempts;
+}
+
 // GCC 12 may take the frame's operator delete for a mismatch of its operator
 // new once this coroutine's start is inlined (-Wmismatched-new-delete): both
 // are Asio's frame allocator.
@@ -700,10 +707,7 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
   // The attempt's number, for whoever reads the context: an op that takes
   // one sees it now; otherwise only the failure path's classifier can.
   constexpr bool op_sees_context = std::is_invocable_v<Op&, const context&>;
-  if constexpr (op_sees_context) {
-    ctx.attempt = 1;
-    ctx.max_attempts = policy.options().max_attempts;
-  }
+  if constexpr (op_sees_context) number_first_attempt(ctx, policy);
 
   // Asio throws from any co_await once the caller is cancelled, so every
   // await below is preceded by this check: it ends the call with
@@ -746,10 +750,7 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
     first.make(outcome<T>::from_current_exception());
   }
   const typename late<std::optional<outcome<T>>>::owner first_made{first.value};
-  if constexpr (!op_sees_context) {
-    ctx.attempt = 1;
-    ctx.max_attempts = policy.options().max_attempts;
-  }
+  if constexpr (!op_sees_context) number_first_attempt(ctx, policy);
   if (settle_attempt(policy, *first.value, ctx, true)) co_return std::move(*first.value).get();
   // The op, or a hook inside it, may have cancelled the call: awaiting the
   // rest must not throw then, it ends the call as a cancellation itself.

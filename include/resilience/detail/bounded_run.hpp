@@ -141,9 +141,10 @@ const P& deref(const P& p) noexcept {
 }
 
 // Room in a coroutine frame for a value that only a slow path makes: unlike
-// a std::optional, the path that never makes it writes nothing. Whoever
-// calls make() declares a late<V>::owner right after it, in the scope that
-// ends its life.
+// a std::optional, the path that never makes it writes nothing. make() runs
+// at most once (last in a try block, or in its handler); unless V is
+// trivially destructible, a late<V>::owner declared right after it, in the
+// scope that ends its life, destroys it.
 template <class V>
 union late {
   late() noexcept {}
