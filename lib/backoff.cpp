@@ -189,7 +189,9 @@ namespace detail {
 
 duration jitter_given(const backoff& schedule, duration d, const random_source& random) noexcept {
   const auto ticks = static_cast<double>(d.count());
-  switch (schedule.jitter_kind()) {
+  // backoff::decorrelated's draw is its jitter, under jitter::none.
+  const jitter kind = schedule.kind() == backoff::shape::decorrelated ? jitter::equal : schedule.jitter_kind();
+  switch (kind) {
     case jitter::none:
       return d;
     case jitter::full:

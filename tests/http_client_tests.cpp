@@ -59,13 +59,17 @@ using result_t = boost::system::result<bhttp::response<bhttp::string_body>>;
 
 // What the test server does with the n-th request it reads.
 struct step {
-  enum kind { respond, reset, hang, hold } what = respond;
+  // drop: closes the connection unanswered, as a crashing server would: a
+  // FIN, and over TLS no close_notify.
+  enum kind { respond, reset, hang, hold, drop } what = respond;
   unsigned status = 200;
   std::vector<std::pair<std::string, std::string>> headers = {};
   bool close = false;  // Connection: close, then the server closes
   // Says keep-alive, then ends its side anyway (FIN) and keeps the socket in
   // `held`, where a test can see the client's kernel acknowledge the FIN.
   bool half_close = false;
+  // Answers with this Content-Length and no body, as a server answers HEAD.
+  std::optional<std::size_t> headers_only_length = std::nullopt;
 };
 
 struct server {
@@ -134,7 +138,19 @@ struct server {
         socket.close();
         co_return;
       }
+      if (st.what == step::drop) {
+        beast::get_lowest_layer(stream).socket().close();
+        co_return;
+      }
       if (st.what == step::hang) continue;  // reads on: the client's close ends it
+      if (st.headers_only_length) {
+        bhttp::response<bhttp::empty_body> res{static_cast<bhttp::status>(st.status), 11};
+        res.content_length(*st.headers_only_length);
+        bhttp::response_serializer<bhttp::empty_body> sr{res};
+        auto [hec, hn] = co_await bhttp::async_write_header(stream, sr, asio::as_tuple(asio::use_awaitable));
+        if (hec) co_return;
+        continue;
+      }
       if (st.what == step::hold) co_await s->gate.async_wait(asio::as_tuple(asio::use_awaitable));
       bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(st.status), 11};
       for (const auto& [name, value] : st.headers) res.set(name, value);
@@ -251,6 +267,54 @@ BOOST_AUTO_TEST_CASE(honours_retry_after_on_the_manual_clock) {
   BOOST_TEST(status_of(done) == 200u);
   BOOST_TEST(srv.requests == 2);
   BOOST_TEST((clock.now() - start == 3s));
+}
+
+BOOST_AUTO_TEST_CASE(measures_an_http_date_retry_after_on_the_wall_clock_it_is_given) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);  // sends no Date header: the wall clock is the reference
+  srv.script = [](int n) {
+    return n == 1 ? step{step::respond, 503, {{"Retry-After", "Wed, 21 Oct 2015 07:28:00 GMT"}}} : step{};
+  };
+  std::vector<resilience::duration> delays;
+  // 07:27:53 on the day of that date.
+  const auto seven_seconds_before = []() noexcept {
+    return rhttp::wall_time(std::chrono::sys_days(std::chrono::year(2015) / 10 / 21) + 7h + 27min + 53s);
+  };
+  client_t c(quick()
+                 .retry_after(rhttp::retry_after_delay{}.max_retry_after(10s).wall_clock(seven_seconds_before))
+                 .on_retry([&](const rhttp::client_retry_event& e) { delays.push_back(e.delay); }),
+             clock);
+  completion<result_t> done;
+  spawn(io, call(c, srv.at(), get()), done);
+  BOOST_REQUIRE(run_until(io, [&] { return delays.size() == 1 && clock.pending() == 1; }));
+  BOOST_TEST((delays[0] == 7s));
+  clock.advance(7s);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST(status_of(done) == 200u);
+  BOOST_TEST((c.options().retry_after().max_retry_after() == 10s));
+}
+
+BOOST_AUTO_TEST_CASE(a_malformed_retry_after_is_reported_and_the_backoff_waited) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) {
+    if (n == 1) return step{step::respond, 503, {{"Retry-After", "soon"}}};
+    if (n == 2) return step{step::respond, 503};
+    return step{};
+  };
+  std::vector<rhttp::client_retry_event> events;
+  client_t c(quick().on_retry([&](const rhttp::client_retry_event& e) { events.push_back(e); }), clock);
+  completion<result_t> done;
+  spawn(io, call(c, srv.at(), get()), done);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST(status_of(done) == 200u);
+  BOOST_REQUIRE(events.size() == 2u);
+  BOOST_TEST((events[0].delay == 0s));  // quick()'s backoff, not a wait the server never asked for
+  BOOST_TEST(!events[0].retry_after);
+  BOOST_TEST(events[0].retry_after_malformed);
+  BOOST_TEST(!events[1].retry_after_malformed);  // no header at all
 }
 
 BOOST_AUTO_TEST_CASE(does_not_retry_400_or_404) {
@@ -767,6 +831,61 @@ BOOST_AUTO_TEST_CASE(resolves_a_host_name_and_sets_the_host_header) {
   BOOST_TEST(srv.seen[0][bhttp::field::host] == "localhost:" + std::to_string(srv.port()));
 }
 
+BOOST_AUTO_TEST_CASE(reads_a_head_response_without_waiting_for_its_declared_body) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{.headers_only_length = 5} : step{}; };
+  client_t c(quick().max_retries(0), clock);
+  completion<result_t> head;
+  spawn(io, call(c, srv.at(), bhttp::request<bhttp::empty_body>{bhttp::verb::head, "/", 11}), head);
+  // The clock stands still: an attempt waiting for 5 bytes would never end.
+  BOOST_REQUIRE(run_until(io, [&] { return head.done(); }));
+  BOOST_TEST(status_of(head) == 200u);
+  BOOST_TEST((*head.value)->body().empty());
+  BOOST_TEST(srv.seen[0].method() == bhttp::verb::head);
+  // The connection is in step: the next request reuses it.
+  completion<result_t> next;
+  spawn(io, call(c, srv.at(), get()), next);
+  BOOST_REQUIRE(run_until(io, [&] { return next.done(); }));
+  BOOST_TEST(status_of(next) == 200u);
+  BOOST_TEST(srv.accepted == 1);
+}
+
+BOOST_AUTO_TEST_CASE(retries_a_get_the_server_dropped_unanswered) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::drop} : step{}; };
+  std::vector<error_code> retried;
+  client_t c(quick().on_retry([&](const rhttp::client_retry_event& e) { retried.push_back(e.error); }), clock);
+  completion<result_t> done;
+  spawn(io, call(c, srv.at(), get()), done);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST(status_of(done) == 200u);
+  BOOST_TEST(srv.requests == 2);
+  BOOST_REQUIRE(retried.size() == 1u);
+  BOOST_TEST((retried[0] == bhttp::error::end_of_stream));
+}
+
+BOOST_AUTO_TEST_CASE(an_endpoint_or_request_it_cannot_send_is_refused_before_anything_starts) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  client_t c(quick(), clock);
+  rhttp::endpoint no_host;  // built field by field, skipping the factory's check
+  no_host.port = srv.port();
+  BOOST_CHECK_THROW(c.request(no_host, get()), std::invalid_argument);
+  BOOST_CHECK_THROW(c.request(rhttp::endpoint{"127.0.0.1", 0, false}, get()), std::invalid_argument);
+  bhttp::request<bhttp::empty_body> connect{bhttp::verb::connect, "example.com:443", 11};
+  BOOST_CHECK_THROW(c.request(srv.at(), connect), std::invalid_argument);
+  BOOST_CHECK_THROW(c.request(srv.at(), std::ref(connect)), std::invalid_argument);
+  io.poll();
+  BOOST_TEST(srv.accepted == 0);
+  BOOST_CHECK_THROW(rhttp::endpoint::http("example.com", 0), std::invalid_argument);
+  BOOST_CHECK_THROW(rhttp::endpoint::https("example.com", 0), std::invalid_argument);
+}
+
 BOOST_AUTO_TEST_CASE(options_are_validated_where_they_enter) {
   BOOST_CHECK_THROW(rhttp::client_options{}.total_timeout(0s), std::invalid_argument);
   BOOST_CHECK_THROW(rhttp::client_options{}.attempt_timeout(-1s), std::invalid_argument);
@@ -784,6 +903,17 @@ BOOST_AUTO_TEST_CASE(options_are_validated_where_they_enter) {
   } catch (const std::invalid_argument& e) {
     BOOST_TEST(std::string(e.what()).find("attempt_timeout") != std::string::npos);
   }
+  // A margin that leaves each attempt no time to tell the server.
+  const auto header = rhttp::deadline_header::grpc_timeout();
+  BOOST_CHECK_THROW(client_t(rhttp::client_options{}.attempt_timeout(1s).deadline_margin(1s).deadline_header(header),
+                             manual_clock{}),
+                    std::invalid_argument);
+  BOOST_CHECK_THROW(client_t(rhttp::client_options{}.attempt_timeout(1s).deadline_margin(1s), manual_clock{}),
+                    std::invalid_argument);
+  // The default margin (50 ms) matters only when a header is sent.
+  BOOST_CHECK_NO_THROW(client_t(rhttp::client_options{}.attempt_timeout(20ms), manual_clock{}));
+  BOOST_CHECK_THROW(client_t(rhttp::client_options{}.attempt_timeout(20ms).deadline_header(header), manual_clock{}),
+                    std::invalid_argument);
   const auto standard = rhttp::client_options::standard();
   BOOST_TEST((standard.total_timeout() == 30s));
   BOOST_TEST((standard.attempt_timeout() == 10s));
@@ -882,6 +1012,38 @@ BOOST_AUTO_TEST_CASE(a_trusted_certificate_is_accepted_and_its_connection_reused
   BOOST_TEST(srv.accepted == 1);
   BOOST_TEST(srv.requests == 2);
   BOOST_TEST(srv.handshake_failures == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_get_dropped_without_close_notify_is_retried_a_post_is_not) {
+  const auto cert = make_certificate();
+  tls_server_context server_tls(cert);
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.tls = &server_tls.ctx;
+  srv.script = [](int n) { return n == 1 || n == 3 ? step{step::drop} : step{}; };
+  auto trust = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
+  trust->add_certificate_authority(asio::buffer(cert.cert_pem));
+  std::vector<error_code> retried;
+  client_t c(quick()
+                 .pool(rhttp::connection_pool_options{}.tls_context(trust))
+                 .on_retry([&](const rhttp::client_retry_event& e) { retried.push_back(e.error); }),
+             clock);
+  const auto to = rhttp::endpoint::https("127.0.0.1", srv.port());
+  completion<result_t> got;
+  spawn(io, call(c, to, get()), got);
+  BOOST_REQUIRE(run_until(io, [&] { return got.done(); }));
+  BOOST_TEST(status_of(got) == 200u);
+  BOOST_TEST(srv.requests == 2);
+  BOOST_REQUIRE(retried.size() == 1u);
+  BOOST_TEST(std::string(retried[0].category().name()) == "asio.ssl.stream");  // stream_truncated
+  // The same end of stream after a POST without a key: it may have been acted on.
+  completion<result_t> posted;
+  spawn(io, call(c, to, post("order")), posted);
+  BOOST_REQUIRE(run_until(io, [&] { return posted.done(); }));
+  BOOST_TEST(std::string(error_of(posted).category().name()) == "asio.ssl.stream");
+  BOOST_TEST(srv.requests == 3);
+  BOOST_TEST(retried.size() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(an_untrusted_certificate_is_refused_and_not_retried) {

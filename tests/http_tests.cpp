@@ -336,7 +336,9 @@ BOOST_AUTO_TEST_CASE(network_errors) {
                               error_code(asio::error::connection_aborted), error_code(asio::error::broken_pipe),
                               error_code(asio::error::timed_out), error_code(resilience::error::timeout),
                               error_code(beast::error::timeout), error_code(bhttp::error::end_of_stream),
-                              error_code(asio::error::eof), error_code(asio::error::host_not_found_try_again)}) {
+                              error_code(asio::error::eof), error_code(asio::error::host_not_found_try_again),
+                              error_code(bhttp::error::partial_message),  // the stream ended mid-response
+                              error_code(1, ssl_stream_category)}) {      // stream_truncated: no close_notify
     BOOST_TEST_CONTEXT(ec.message()) {
       BOOST_TEST(transient(ec));
       BOOST_TEST(counts(ec));
@@ -346,10 +348,10 @@ BOOST_AUTO_TEST_CASE(network_errors) {
 
 BOOST_AUTO_TEST_CASE(tls_and_parse_errors_are_permanent) {
   for (const error_code ec :
-       {error_code(1, ssl_stream_category),            // stream_truncated
+       {error_code(2, ssl_stream_category),            // unspecified_system_error
         error_code(336151570, ssl_category),           // an OpenSSL handshake error
         error_code(bhttp::error::bad_version), error_code(bhttp::error::bad_status),
-        error_code(bhttp::error::partial_message), error_code(bhttp::error::body_limit),
+        error_code(bhttp::error::body_limit),
         error_code(asio::error::host_not_found), error_code(asio::error::access_denied),
         error_code(resilience::error::circuit_open)}) {
     BOOST_TEST_CONTEXT(ec.category().name() << ": " << ec.message()) { BOOST_TEST(!transient(ec)); }

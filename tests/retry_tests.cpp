@@ -1,6 +1,7 @@
 #include "support.hpp"
 
 #include <resilience/error.hpp>
+#include <resilience/breaker_registry.hpp>
 #include <resilience/circuit_breaker.hpp>
 #include <resilience/deadline.hpp>
 #include <resilience/pipeline.hpp>
@@ -16,11 +17,13 @@
 
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <chrono>
 #include <stdexcept>
 #include <memory>
 #include <algorithm>
 #include <numeric>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -663,6 +666,76 @@ BOOST_AUTO_TEST_CASE(waiting_out_an_open_circuit_leaves_other_failures_to_the_ge
   BOOST_TEST((waits == std::vector<duration>{3s, 50ms, 3s}));
 }
 
+BOOST_AUTO_TEST_CASE(a_custom_schedule_grows_from_the_given_delay_that_was_waited) {
+  std::vector<duration> previous;
+  const auto p = policy()
+                     .backoff(backoff::custom([&](std::uint32_t, duration last, const resilience::random_source&) {
+                       previous.push_back(last);
+                       return last == 0s ? duration(1s) : last * 2;
+                     }))
+                     .delay_generator([](const auto&, const resilience::context& ctx) {
+                       return ctx.attempt == 1 ? resilience::retry_delay::after(5s) : resilience::retry_delay::backoff();
+                     });
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing({reset, reset, reset}), p), done);
+  clock.run(io);
+  BOOST_TEST(done.value->value() == 42);
+  // Retry 1 waited the server's 5 s; retry 2's schedule starts from there.
+  BOOST_TEST((previous == std::vector<duration>{0s, 5s, 10s}));
+  BOOST_TEST((since_start(1) == 5s));
+  BOOST_TEST((since_start(2) == 15s));
+  BOOST_TEST((since_start(3) == 35s));
+}
+
+BOOST_AUTO_TEST_CASE(aws_decorrelated_draws_its_next_delay_from_the_given_one) {
+  // min(cap, uniform(base, 3 * previous)): after a given 10 s the next draw
+  // lies in [100 ms, 30 s] capped at 20 s, not in [100 ms, 300 ms].
+  std::vector<duration> waits;
+  const auto base = policy()
+                     .max_attempts(3)
+                     .backoff(backoff::decorrelated(100ms, 20s))
+                     .delay_generator([](const auto&, const resilience::context& ctx) {
+                       return ctx.attempt == 1 ? resilience::retry_delay::after(10s) : resilience::retry_delay::backoff();
+                     })
+                     .on_retry([&](const auto& e) { waits.push_back(e.delay); });
+  int over_300ms = 0;
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    waits.clear();
+    const auto p = base.random(resilience::random_source::seeded(seed));
+    completion<boost::system::result<int>> done;
+    spawn(io, co_retry(failing({reset, reset, reset, reset}), p), done);
+    clock.run(io);
+    attempts.clear();
+    BOOST_REQUIRE(waits.size() == 2u);
+    BOOST_TEST((waits[0] == 10s));
+    BOOST_TEST((waits[1] >= 100ms && waits[1] <= 20s));
+    if (waits[1] > 300ms) ++over_300ms;
+  }
+  BOOST_TEST(over_300ms >= 15);  // P(draw <= 300 ms) = 0.2 / 29.9 per call
+}
+
+BOOST_AUTO_TEST_CASE(a_jittered_given_delay_is_spread_under_aws_decorrelated) {
+  // That schedule's draw is its jitter (jitter::none is all it takes): a
+  // jittered Retry-After is spread as equal jitter spreads it, [d/2, d].
+  std::set<duration> waits;
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {  // 20 clients
+    const auto p = policy()
+                       .max_attempts(2)
+                       .backoff(backoff::decorrelated(100ms, 20s))
+                       .random(resilience::random_source::seeded(seed))
+                       .delay_generator([](const auto&, const resilience::context&) {
+                         return resilience::retry_delay::after(10s).jittered();
+                       })
+                       .on_retry([&](const auto& e) { waits.insert(e.delay); });
+    attempts.clear();
+    completion<boost::system::result<int>> done;
+    spawn(io, co_retry(failing({reset, reset}), p), done);
+    clock.run(io);
+  }
+  BOOST_TEST(waits.size() > 10u);
+  BOOST_TEST((*waits.begin() >= 5s && *waits.rbegin() <= 10s));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_FIXTURE_TEST_SUITE(one_clock_per_call, virtual_time)
@@ -702,6 +775,58 @@ BOOST_AUTO_TEST_CASE(two_clocks_of_one_type_are_refused_when_the_pipeline_is_bui
   resilience::basic_circuit_breaker<manual_clock> breaker{resilience::breaker_options{}, other};
   BOOST_CHECK_THROW(resilience::pipeline(policy(), std::ref(breaker)), std::invalid_argument);
   BOOST_CHECK_NO_THROW(resilience::pipeline(policy().clock(other), std::ref(breaker)));
+  // The breaker's own stages (with a classifier of their own) and those of
+  // a registry are checked alike.
+  BOOST_CHECK_THROW(resilience::pipeline(policy(), breaker.stage()), std::invalid_argument);
+  BOOST_CHECK_NO_THROW(resilience::pipeline(policy().clock(other), breaker.stage()));
+  resilience::basic_breaker_registry<std::string, manual_clock> hosts{resilience::breaker_options{}, {}, other};
+  BOOST_CHECK_THROW(resilience::pipeline(policy(), hosts.stage("db")), std::invalid_argument);
+  BOOST_CHECK_NO_THROW(resilience::pipeline(policy().clock(other), hosts.stage("db")));
+}
+
+BOOST_AUTO_TEST_CASE(a_nested_pipeline_is_one_more_stage_on_the_call_clock) {
+  const auto inner = resilience::pipeline(policy(), resilience::timeout(1s).clock(clock));
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(inner.clock())>, manual_clock>);
+  manual_clock other;
+  BOOST_CHECK_THROW(resilience::pipeline(resilience::timeout(5s).clock(other), inner), std::invalid_argument);
+  // Built on the steady clock and given one as a whole: the inner stages too.
+  const auto production =
+      resilience::pipeline(resilience::deadline_stage(10s), resilience::pipeline(retry_policy{}, resilience::timeout(1s)));
+  const auto on_virtual_time = production.clock(clock);
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(on_virtual_time.stage<1>().stage<1>().clock())>,
+                               manual_clock>);
+  completion<boost::system::result<int>> done;
+  spawn(io, on_virtual_time(failing({reset})), done);
+  clock.run(io);
+  BOOST_TEST(done.value->value() == 42);
+  BOOST_TEST(calls() == 2);
+}
+
+BOOST_AUTO_TEST_CASE(the_op_reads_the_time_left_on_the_call_clock) {
+  clock.advance(1h);  // far from the steady clock's reading
+  std::vector<duration> remaining;
+  std::vector<time_point> now;
+  auto op = [&](const resilience::context& ctx) -> asio::awaitable<error_code> {
+    remaining.push_back(ctx.remaining());
+    now.push_back(ctx.now());
+    co_return error_code{};
+  };
+  const auto call = resilience::pipeline(resilience::deadline_stage(2s), retry_policy{}, resilience::timeout(300ms));
+  for (const auto& run : std::vector<std::function<asio::awaitable<error_code>()>>{
+           [&] { return call.clock(clock)(op); },
+           [&] { return resilience::timeout(300ms).clock(clock)(op); },
+           [&] { return co_retry(op, policy(), resilience::context{.deadline = clock.now() + 300ms}); }}) {
+    completion<error_code> done;
+    spawn(io, run(), done);
+    clock.run(io);
+    BOOST_TEST(!*done.value);
+  }
+  BOOST_TEST((remaining == std::vector<duration>{300ms, 300ms, 300ms}));
+  BOOST_TEST((now == std::vector<time_point>(3, clock.now())));
+  // Outside any stage that reads a clock: the steady clock, and an explicit one.
+  const resilience::context plain{.deadline = clock.now() + 1s};
+  BOOST_TEST((plain.remaining(clock) == 1s));
+  BOOST_TEST((resilience::context{}.remaining() == duration::max()));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -161,6 +161,15 @@ class delay_sequence {
   // Retries this sequence has produced delays for.
   std::uint64_t count() const noexcept { return retry_; }
 
+  // The last delay was replaced (a server's Retry-After) and `d` waited
+  // instead: what the schedules that grow from the previous delay
+  // (decorrelated, decorrelated_clamped, custom) grow from next.
+  void waited(duration d) noexcept {
+    if (backoff_->kind() == backoff::shape::decorrelated || backoff_->kind() == backoff::shape::custom ||
+        backoff_->jitter_kind() == jitter::decorrelated_clamped)
+      previous_ = d;
+  }
+
  private:
   duration decorrelated_v2(double unit) noexcept;
 
@@ -173,7 +182,8 @@ class delay_sequence {
 
 namespace detail {
 // `d` spread by the schedule's jitter kind as if it were a nominal delay
-// (retry_delay::jittered): full, equal; the decorrelated kinds as equal.
+// (retry_delay::jittered): full, equal; the decorrelated kinds, and
+// backoff::decorrelated (whose draw is its jitter), as equal.
 duration jitter_given(const backoff& schedule, duration d, const random_source& random) noexcept;
 }  // namespace detail
 

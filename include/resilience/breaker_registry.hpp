@@ -116,11 +116,13 @@ class shared_breaker_stage {
   }
 
   const std::shared_ptr<Breaker>& breaker() const noexcept { return breaker_; }
+  // The breaker's clock: a pipeline checks that its stages agree on one.
+  const auto& clock() const noexcept { return breaker_->clock(); }
 
  private:
   struct holder {
     std::shared_ptr<Breaker> keep;
-    breaker_stage<Classifier> stage;
+    breaker_stage<Classifier, typename Breaker::clock_type> stage;
     template <awaitable_op Op>
     auto run(Op op, const context& c) const {
       return stage.run(std::move(op), c);

@@ -241,13 +241,17 @@ boost::asio::awaitable<T, Executor> breaker_call(Op op, breaker_core* core, Clas
 
 // A stage that calls through a breaker, judging outcomes with its own
 // classifier. Cheap to copy; refers to the breaker, which must outlive it.
-template <class Classifier = breaker_any_failure>
+template <class Classifier = breaker_any_failure, resilience::clock Clock = steady_clock>
 class breaker_stage {
  public:
   // For pipeline(): this stage never waits past the context's deadline.
   static constexpr bool respects_deadline = true;
 
-  breaker_stage(detail::breaker_core& core, Classifier c) : core_(&core), classifier_(std::move(c)) {}
+  breaker_stage(detail::breaker_core& core, const Clock& clock, Classifier c)
+      : core_(&core), clock_(&clock), classifier_(std::move(c)) {}
+
+  // The breaker's clock: a pipeline checks that its stages agree on one.
+  const Clock& clock() const noexcept { return *clock_; }
 
   template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) const {
@@ -262,6 +266,7 @@ class breaker_stage {
 
  private:
   detail::breaker_core* core_;
+  const Clock* clock_;
   [[no_unique_address]] Classifier classifier_;
 };
 
@@ -302,10 +307,10 @@ class basic_circuit_breaker {
     return run(std::move(op), parent);
   }
 
-  breaker_stage<> stage() const { return {core_, {}}; }
+  breaker_stage<breaker_any_failure, Clock> stage() const { return {core_, clock_, {}}; }
   template <class C>
-  breaker_stage<C> stage(C classifier) const {
-    return {core_, std::move(classifier)};
+  breaker_stage<C, Clock> stage(C classifier) const {
+    return {core_, clock_, std::move(classifier)};
   }
 
   // The raw admit / record API, for callers that are not coroutines.

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <concepts>
 #include <limits>
+#include <type_traits>
 
 #include <time.h>
 
@@ -69,6 +70,56 @@ concept clock = std::copy_constructible<C> && requires(const C& c, boost::asio::
   { c.now() } -> std::same_as<time_point>;
   c.make_timer(ex);
 };
+
+// The time of a clock, for code that does not know its type: what
+// context::now() and context::remaining() read. Empty, it reads the steady
+// clock. Refers to the clock, which must outlive it.
+class clock_ref {
+ public:
+  clock_ref() = default;
+  template <clock C>
+  explicit clock_ref(const C& c) noexcept : clock_(&c), now_(&read<C>) {}
+  template <clock C>
+  explicit clock_ref(const C&&) = delete;  // a temporary clock would be gone
+
+  time_point now() const noexcept { return now_ ? now_(clock_) : std::chrono::steady_clock::now(); }
+  explicit operator bool() const noexcept { return now_ != nullptr; }
+
+ private:
+  template <class C>
+  static time_point read(const void* c) noexcept {
+    return static_cast<const C*>(c)->now();
+  }
+
+  const void* clock_ = nullptr;
+  time_point (*now_)(const void*) noexcept = nullptr;
+};
+
+namespace detail {
+// Kept in a stage's coroutine frame: tells the contexts it passes inward
+// which clock the stage reads, so that the op's ctx.remaining() runs on the
+// same time. On the steady clock, which a context assumes, it is empty and
+// does nothing: the default path pays neither a store nor a wider context.
+template <class C>
+class clock_anchor {
+ public:
+  explicit clock_anchor(const C& c) noexcept : ref_(c) {}
+  template <class Context>
+  void attach(Context& ctx) const noexcept {
+    ctx.clock = &ref_;
+  }
+
+ private:
+  clock_ref ref_;
+};
+template <>
+class clock_anchor<steady_clock> {
+ public:
+  explicit clock_anchor(const steady_clock&) noexcept {}
+  template <class Context>
+  void attach(Context&) const noexcept {}
+};
+}  // namespace detail
 
 // now + d without overflow: a huge d means "never".
 // Any t and d: time before the clock's epoch or a negative d cannot overflow

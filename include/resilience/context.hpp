@@ -12,12 +12,14 @@
 // sets the attempt number, a deadline stage tightens the deadline. A context
 // is a few words, so copying it costs nothing worth measuring. Copies share
 // the call's properties (a pointer): what the op marks, every stage and the
-// caller see.
+// caller see. `ctx.remaining()` and `ctx.now()` read the call's clock, the
+// one its stages read (virtual time under a manual clock).
 #pragma once
 
 #include <resilience/clock.hpp>
 #include <resilience/properties.hpp>
 
+#include <concepts>
 #include <cstdint>
 #include <utility>
 
@@ -36,6 +38,11 @@ struct context {
   // The call's properties (properties.hpp), shared by the op and every
   // stage; null when the caller attached none.
   properties* props = nullptr;
+
+  // The clock the call's stages read, set by the stages that read one
+  // (retry, timeout, deadline, hedging) while they run; null means the
+  // steady clock. Read it through now() and remaining().
+  const clock_ref* clock = nullptr;
 
   bool has_deadline() const noexcept { return deadline != time_point::max(); }
 
@@ -66,11 +73,21 @@ struct context {
     return v ? *v : std::move(fallback);
   }
 
-  // Time left until the deadline, never negative; duration::max() if none.
-  template <resilience::clock C = steady_clock>
-  duration remaining(const C& clock = {}) const {
+  // The time on the call's clock.
+  time_point now() const noexcept { return clock ? clock->now() : std::chrono::steady_clock::now(); }
+
+  // Time left until the deadline on the call's clock (or on `c`), never
+  // negative; duration::max() if none.
+  duration remaining() const noexcept {
     if (!has_deadline()) return duration::max();
-    const time_point now = clock.now();
+    const time_point t = now();
+    return t >= deadline ? duration::zero() : deadline - t;
+  }
+  template <class C>
+    requires requires(const C& c) { { c.now() } -> std::same_as<time_point>; }
+  duration remaining(const C& c) const noexcept {
+    if (!has_deadline()) return duration::max();
+    const time_point now = c.now();
     return now >= deadline ? duration::zero() : deadline - now;
   }
 };

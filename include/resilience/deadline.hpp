@@ -133,6 +133,8 @@ class basic_deadline_stage {
   template <class T, class Executor, class Op>
   static boost::asio::awaitable<T, Executor> tighten(Op op, context ctx, Clock clock, time_point absolute,
                                                      std::optional<duration> budget) {
+    const detail::clock_anchor<Clock> anchor(clock);
+    anchor.attach(ctx);
     const time_point now = clock.now();
     ctx.deadline = std::min({ctx.deadline, absolute, budget ? saturating_add(now, *budget) : time_point::max()});
     if (now >= ctx.deadline) co_return outcome<T>::from_error(error::deadline_exceeded).get();

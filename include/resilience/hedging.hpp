@@ -622,6 +622,8 @@ boost::asio::awaitable<T, Executor> hedged_call(Op op, const Policy* policy, con
   const auto caller = co_await asio::this_coro::cancellation_state;
   if (caller.cancelled() != asio::cancellation_type::none)
     co_return outcome<T>::from_error(asio::error::operation_aborted).get();
+  const clock_anchor<std::remove_cvref_t<decltype(policy->clock())>> anchor(policy->clock());
+  anchor.attach(ctx);
   const time_point start = policy->clock().now();
   if (start >= ctx.deadline) co_return outcome<T>::from_error(error::deadline_exceeded).get();
   // Each attempt's own properties, copied before any attempt can mark them.

@@ -156,13 +156,16 @@ auto with_clock(const S& s, const K& k) {
   }
 }
 
+template <class Stored>
+using stored_clock_t =
+    typename clock_of<std::remove_cvref_t<decltype(unwrap_stage(std::declval<const Stored&>()))>>::type;
+
 }  // namespace detail
 
 template <class... Stored>
 class pipeline {
   static_assert(sizeof...(Stored) >= 1, "a pipeline needs at least one stage");
-  static_assert(detail::clocks_agree<typename detail::clock_of<std::remove_cvref_t<
-                    decltype(detail::unwrap_stage(std::declval<const Stored&>()))>>::type...>,
+  static_assert(detail::clocks_agree<detail::stored_clock_t<Stored>...>,
                 "every stage of a pipeline must read the same clock type (a manual clock in one stage and the "
                 "steady clock in another would end calls with deadline_exceeded); use pipeline(...).clock(c) "
                 "to give every stage one clock");
@@ -226,6 +229,15 @@ class pipeline {
 
   static constexpr std::size_t size() noexcept { return sizeof...(Stored); }
 
+  // The clock its stages read, when one does: a pipeline nested in another
+  // is checked against the outer one's stages like any stage.
+  using clock_type = typename detail::first_clock<detail::stored_clock_t<Stored>...>::type;
+  const auto& clock() const noexcept
+    requires(!std::is_void_v<clock_type>)
+  {
+    return first_clock_from<0>();
+  }
+
   // This pipeline with every stage that takes a clock on `k`. Stages that
   // keep their own (a breaker) must already read the same clock: checked as
   // the new pipeline is built.
@@ -237,6 +249,15 @@ class pipeline {
   }
 
  private:
+  template <std::size_t I>
+  const auto& first_clock_from() const noexcept {
+    if constexpr (std::is_void_v<detail::stored_clock_t<std::tuple_element_t<I, std::tuple<Stored...>>>>) {
+      return first_clock_from<I + 1>();
+    } else {
+      return stage<I>().clock();
+    }
+  }
+
   template <std::size_t I>
   using stage_t = std::remove_cvref_t<decltype(detail::unwrap_stage(std::get<I>(std::declval<const std::tuple<Stored...>&>())))>;
 

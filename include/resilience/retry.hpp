@@ -114,7 +114,8 @@ class retry_delay {
 
   // A given delay spread by the policy's jitter as if it were the nominal
   // delay: full waits uniformly in [0, d], equal in [d/2, d], the
-  // decorrelated kinds as equal. For at_least, the bound is jittered.
+  // decorrelated kinds and backoff::decorrelated as equal; under
+  // jitter::none it is not spread. For at_least, the bound is jittered.
   constexpr retry_delay jittered() const noexcept { return {kind_, delay_, true}; }
 
   constexpr kind decision() const noexcept { return kind_; }
@@ -623,6 +624,7 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
         } else {
           next = delay{std::max(next.nominal, decision.given()), std::max(next.actual, given)};
         }
+        delays.waited(next.actual);
       }
     }
     const time_point now = give_up_at != time_point::max() || next.actual != duration::zero() ? policy.clock().now()
@@ -707,6 +709,8 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
   // The attempt's number, for whoever reads the context: an op that takes
   // one sees it now; otherwise only the failure path's classifier can.
   constexpr bool op_sees_context = std::is_invocable_v<Op&, const context&>;
+  const clock_anchor<std::remove_cvref_t<decltype(policy.clock())>> anchor(policy.clock());
+  anchor.attach(ctx);
   if constexpr (op_sees_context) number_first_attempt(ctx, policy);
 
   // Asio throws from any co_await once the caller is cancelled, so every

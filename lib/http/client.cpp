@@ -1,9 +1,11 @@
+#include <resilience/http/classifier.hpp>
 #include <resilience/http/connection_pool.hpp>
 
 #include <boost/asio/execution/context.hpp>
 #include <boost/asio/execution_context.hpp>
 #include <boost/asio/query.hpp>
 #include <boost/asio/socket_base.hpp>
+#include <boost/asio/ssl/error.hpp>
 
 #include <sys/socket.h>
 
@@ -12,6 +14,9 @@
 #include <mutex>
 
 namespace resilience::http {
+
+// The classifier recognises a truncated TLS stream without OpenSSL's headers.
+static_assert(boost::asio::ssl::error::stream_truncated == detail::ssl_stream_truncated);
 
 std::string endpoint::key() const {
   std::string k = host;

@@ -402,6 +402,8 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, Clock clock,
   if (caller.cancelled() != asio::cancellation_type::none)
     co_return outcome<T>::from_error(asio::error::operation_aborted).get();
 
+  const clock_anchor<Clock> anchor(clock);
+  anchor.attach(ctx);
   const time_point now = clock.now();
   const time_point own = saturating_add(now, limit);
   const bool deadline_first = ctx.deadline <= own;

@@ -19,13 +19,16 @@
 //   - network errors that say nothing about the server having acted:
 //     connection refused, reset or aborted, broken pipe, timed out
 //     (asio::error::timed_out, beast::error::timeout,
-//     resilience::error::timeout), the stream ending before a response
-//     (beast::http::error::end_of_stream, asio::error::eof), and a
+//     resilience::error::timeout), the stream ending before a whole response
+//     came (beast::http::error::end_of_stream and partial_message,
+//     asio::error::eof, and over TLS asio::ssl::error::stream_truncated: the
+//     peer closed the connection without a TLS close_notify), and a
 //     temporary name-resolution failure (asio::error::host_not_found_try_again).
-// What is permanent: TLS errors (the "asio.ssl" and "asio.ssl.stream"
-// categories, recognised by name so that this header needs no OpenSSL), HTTP
-// parse errors (beast::http::error other than end_of_stream), any other
-// error, and an exception without an error code. A cancellation is never
+// What is permanent: other TLS errors (a failed handshake or certificate
+// check; the "asio.ssl" and "asio.ssl.stream" categories, recognised by name
+// so that this header needs no OpenSSL), HTTP parse errors (other
+// beast::http::error codes), any other error, and an exception without an
+// error code. A cancellation is never
 // transient (and retry never retries one anyway).
 //
 // Idempotency. A transient failure is retried only when repeating the request
@@ -106,6 +109,12 @@ bool is_idempotent(const boost::beast::http::request<Body, Fields>& req) {
 // How an error code is judged.
 enum class error_kind { none, transient, permanent, cancelled };
 
+namespace detail {
+// asio::ssl::error::stream_truncated's value with OpenSSL 1.1 and later,
+// named here so that this header needs no OpenSSL.
+inline constexpr int ssl_stream_truncated = 1;
+}  // namespace detail
+
 inline error_kind classify_error(const error_code& ec) noexcept {
   namespace asio = boost::asio;
   namespace beast = boost::beast;
@@ -113,10 +122,13 @@ inline error_kind classify_error(const error_code& ec) noexcept {
   if (!ec) return error_kind::none;
   if (is_cancellation(ec)) return error_kind::cancelled;
   const char* category = ec.category().name();
-  if (std::strcmp(category, "asio.ssl") == 0 || std::strcmp(category, "asio.ssl.stream") == 0)
-    return error_kind::permanent;
+  if (std::strcmp(category, "asio.ssl.stream") == 0)  // stream_truncated is 1 (checked in connection_pool.hpp)
+    return ec.value() == detail::ssl_stream_truncated ? error_kind::transient : error_kind::permanent;
+  if (std::strcmp(category, "asio.ssl") == 0) return error_kind::permanent;
   if (ec.category() == beast::http::make_error_code(beast::http::error::end_of_stream).category())  // parse errors
-    return ec == beast::http::error::end_of_stream ? error_kind::transient : error_kind::permanent;
+    return ec == beast::http::error::end_of_stream || ec == beast::http::error::partial_message
+               ? error_kind::transient
+               : error_kind::permanent;
   if (ec == errc_t::connection_refused || ec == errc_t::connection_reset || ec == errc_t::connection_aborted ||
       ec == errc_t::broken_pipe || ec == errc_t::timed_out || ec == asio::error::timed_out ||
       ec == asio::error::eof || ec == asio::error::host_not_found_try_again || ec == beast::error::timeout ||

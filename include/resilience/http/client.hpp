@@ -94,6 +94,9 @@ struct client_retry_event {
   error_code error;       // its error, if it ended with one
   unsigned status;        // its response's status, 0 without a response
   bool retry_after;       // the wait is the server's Retry-After (capped), not the backoff
+  // A 429 or 503 carried a Retry-After that could not be read (malformed,
+  // or a date out of range): the backoff was waited instead.
+  bool retry_after_malformed = false;
 };
 
 // What on_call_finished reports, once per call that returns.
@@ -153,6 +156,14 @@ class client_options {
     o.retry_after_ = o.retry_after_.jittered(on);
     return o;
   }
+  // The whole Retry-After rule at once, e.g. with the wall clock an
+  // HTTP-date is measured from when a response has no Date header:
+  // retry_after(retry_after_delay{}.max_retry_after(10s).wall_clock(&now)).
+  client_options retry_after(retry_after_delay r) const {
+    auto o = *this;
+    o.retry_after_ = r;
+    return o;
+  }
   // Which statuses and network errors are retried. http::classifier{}:
   // 408, 429, 500, 502, 503, 504, and the transient network errors.
   client_options retry_classifier(http::classifier c) const {
@@ -180,11 +191,14 @@ class client_options {
     o.header_ = std::move(h);
     return o;
   }
-  // Taken off the time sent, for the response's way back: zero or more. 50 ms.
+  // Taken off the time sent, for the response's way back: zero or more, and
+  // shorter than attempt_timeout() (checked when a client is built; the
+  // default only when a deadline_header() is set). 50 ms.
   client_options deadline_margin(duration d) const {
     if (d < duration::zero()) throw std::invalid_argument("http::client_options::deadline_margin: must not be negative");
     auto o = *this;
     o.margin_ = d;
+    o.margin_given_ = true;
     return o;
   }
   // The largest response body read; a larger one ends the attempt with
@@ -226,6 +240,7 @@ class client_options {
   const breaker_registry_options& breaker_limits() const noexcept { return breaker_limits_; }
   const std::optional<http::deadline_header>& deadline_header() const noexcept { return header_; }
   duration deadline_margin() const noexcept { return margin_; }
+  bool deadline_margin_given() const noexcept { return margin_given_; }
   std::uint64_t max_response_body() const noexcept { return max_body_; }
   const connection_pool_options& pool() const noexcept { return pool_; }
   const std::function<void(const client_retry_event&)>& on_retry() const noexcept { return on_retry_; }
@@ -247,6 +262,7 @@ class client_options {
   breaker_registry_options breaker_limits_;
   std::optional<http::deadline_header> header_;
   duration margin_ = std::chrono::milliseconds(50);
+  bool margin_given_ = false;  // the default matters only with a header
   std::uint64_t max_body_ = 8u << 20;
   connection_pool_options pool_;
   std::function<void(const client_retry_event&)> on_retry_;
@@ -288,15 +304,18 @@ struct client_retry_hook {
     if (!*report) return;
     unsigned status = 0;
     bool server_delay = false;
+    bool malformed = false;
     if constexpr (http::detail::carries_response<T>) {
       if (const auto* r = http::detail::response_of(e.result)) {
         status = r->result_int();
         // Asked again rather than remembered: a retry is off the success
         // path, and the delay generator keeps no state.
         server_delay = retry_after->requested(*r).has_value();
+        malformed = !server_delay && (status == 429 || status == 503) &&
+                    r->find(boost::beast::http::field::retry_after) != r->end();
       }
     }
-    (*report)(client_retry_event{e.attempt, e.delay, e.result.error(), status, server_delay});
+    (*report)(client_retry_event{e.attempt, e.delay, e.result.error(), status, server_delay, malformed});
   }
 };
 
@@ -314,7 +333,8 @@ class basic_client {
   template <class ResBody>
   using result = boost::system::result<response<ResBody>>;
 
-  // Contradictory options (an attempt timeout longer than the total) throw
+  // Contradictory options (an attempt timeout longer than the total, a
+  // deadline margin that leaves an attempt no time) throw
   // std::invalid_argument here.
   explicit basic_client(client_options options = client_options::standard(), Clock clock = {})
       : options_(checked(std::move(options))),
@@ -334,9 +354,12 @@ class basic_client {
 
   // Sends `req` to `to` (see the top of this header). The Host header is set
   // from `to` when the request has none, and Content-Length from the body.
+  // An endpoint with an empty host or port 0, or a CONNECT request, throws
+  // std::invalid_argument here, before anything starts.
   template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields>
   boost::asio::awaitable<result<ResBody>> request(endpoint to, boost::beast::http::request<ReqBody, Fields> req,
                                                   request_options options = {}) & {
+    checked(to, req);
     return call<ResBody>(std::move(to), std::move(req), options);
   }
   // Sends the caller's own request, without a copy: std::ref(req). The call
@@ -346,6 +369,7 @@ class basic_client {
   boost::asio::awaitable<result<ResBody>> request(
       endpoint to, std::reference_wrapper<boost::beast::http::request<ReqBody, Fields>> req,
       request_options options = {}) & {
+    checked(to, req.get());
     return call<ResBody>(std::move(to), req, options);
   }
   template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields>
@@ -377,7 +401,21 @@ class basic_client {
     if (o.attempt_timeout() > o.total_timeout())
       throw std::invalid_argument(
           "http::client_options::attempt_timeout: must not be longer than total_timeout (it could never fire)");
+    if ((o.deadline_header() || o.deadline_margin_given()) && o.deadline_margin() >= o.attempt_timeout())
+      throw std::invalid_argument(
+          "http::client_options::deadline_margin: must be shorter than attempt_timeout (every attempt would tell "
+          "the server it has no time left)");
     return o;
+  }
+
+  // An endpoint built field by field skips its factory's checks; a CONNECT
+  // would leave a tunnel, not a response, on a pooled connection.
+  template <class Request>
+  static void checked(const endpoint& to, const Request& req) {
+    if (to.host.empty()) throw std::invalid_argument("http::client::request: the endpoint's host is empty");
+    if (to.port == 0) throw std::invalid_argument("http::client::request: the endpoint's port is 0");
+    if (req.method() == boost::beast::http::verb::connect)
+      throw std::invalid_argument("http::client::request: CONNECT is not supported (it opens a tunnel)");
   }
 
   template <class R>
@@ -482,6 +520,8 @@ class basic_client {
           } else if (!bound.fired() && caller.cancelled() == asio::cancellation_type::none) {
             bhttp::response_parser<ResBody> parser;
             parser.body_limit(options_.max_response_body());
+            // A response to HEAD has no body, whatever its Content-Length says.
+            if (req.method() == bhttp::verb::head) parser.skip(true);
             bound.forward(caller);
             auto [read_error, read] = co_await conn.visit(
                 [&](auto& stream) { return bhttp::async_read(stream, conn.buffer(), parser, in_bound()); });

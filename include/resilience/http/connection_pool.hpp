@@ -84,8 +84,13 @@ struct endpoint {
   std::uint16_t port = 80;
   bool tls = false;
 
-  static endpoint http(std::string host, std::uint16_t port = 80) { return {checked(std::move(host)), port, false}; }
-  static endpoint https(std::string host, std::uint16_t port = 443) { return {checked(std::move(host)), port, true}; }
+  // Throw std::invalid_argument for an empty host or port 0.
+  static endpoint http(std::string host, std::uint16_t port = 80) {
+    return {checked(std::move(host), port), port, false};
+  }
+  static endpoint https(std::string host, std::uint16_t port = 443) {
+    return {checked(std::move(host), port), port, true};
+  }
 
   // "host:port", or "host:port:tls": the key of its connections and of its
   // circuit breaker.
@@ -94,8 +99,9 @@ struct endpoint {
   std::string authority() const;
 
  private:
-  static std::string checked(std::string host) {
+  static std::string checked(std::string host, std::uint16_t port) {
     if (host.empty()) throw std::invalid_argument("http::endpoint: host must not be empty");
+    if (port == 0) throw std::invalid_argument("http::endpoint: port must not be 0");
     return host;
   }
 };
