@@ -77,9 +77,12 @@ concept clock = std::copy_constructible<C> && requires(const C& c, boost::asio::
 class clock_ref {
  public:
   clock_ref() = default;
-  template <clock C>
+  // Constrained so that copying a clock_ref never asks whether it is a clock.
+  template <class C>
+    requires(!std::is_same_v<C, clock_ref> && clock<C>)
   explicit clock_ref(const C& c) noexcept : clock_(&c), now_(&read<C>) {}
-  template <clock C>
+  template <class C>
+    requires(!std::is_same_v<C, clock_ref> && clock<C>)
   explicit clock_ref(const C&&) = delete;  // a temporary clock would be gone
 
   time_point now() const noexcept { return now_ ? now_(clock_) : std::chrono::steady_clock::now(); }

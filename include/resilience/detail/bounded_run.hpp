@@ -30,6 +30,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <cassert>
 #include <concepts>
 #include <cstdint>
 #include <functional>
@@ -176,6 +177,7 @@ class shared_hook {
   explicit operator bool() const noexcept { return f_ != nullptr; }
   template <class... A>
   decltype(auto) operator()(A&&... a) const {
+    assert(f_ && "shared_hook: test for a hook before calling it");
     return (*f_)(std::forward<A>(a)...);
   }
   std::function<Signature> function() const { return f_ ? *f_ : std::function<Signature>{}; }
