@@ -158,6 +158,24 @@ BOOST_AUTO_TEST_CASE(a_first_attempt_that_answers_before_the_delay_starts_no_hed
   BOOST_TEST(clock.pending() == 0u, "the hedge timer was left armed");
 }
 
+BOOST_AUTO_TEST_CASE(each_attempt_reads_the_time_left_on_the_policys_clock) {
+  clock.advance(1h);  // far from the steady clock's reading
+  std::vector<duration> remaining;
+  const auto hedged = policy().max_attempts(2).delay(100ms);
+  auto timed = [&](const resilience::context& ctx) -> asio::awaitable<error_code> {
+    remaining.push_back(ctx.remaining());
+    auto timer = clock.make_timer(co_await asio::this_coro::executor);
+    timer.expires_after(ctx.attempt == 1 ? 1s : 10ms);
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    co_return ec;
+  };
+  observed done;
+  spawn_observed(*this, hedged(timed, resilience::context{.deadline = clock.now() + 2s}), done);
+  clock.run(io);
+  BOOST_TEST(done.times == 1);
+  BOOST_TEST((remaining == times{2s, 1900ms}));  // the hedge starts 100 ms in
+}
+
 BOOST_AUTO_TEST_CASE(a_policy_named_by_an_lvalue_is_copied_into_the_call) {
   plan = {{1s, ok}, {30ms, ok}};
   observed done;

@@ -41,7 +41,9 @@ struct context {
 
   // The clock the call's stages read, set by the stages that read one
   // (retry, timeout, deadline, hedging) while they run; null means the
-  // steady clock. Read it through now() and remaining().
+  // steady clock. Read it through now() and remaining(). It points into the
+  // call: a copy of the context kept past the call must not read it (on the
+  // steady clock it stays null, and nothing dangles).
   const clock_ref* clock = nullptr;
 
   bool has_deadline() const noexcept { return deadline != time_point::max(); }
