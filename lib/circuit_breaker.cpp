@@ -72,11 +72,10 @@ void run_hook(const F& f, const Event& e) noexcept {
 
 }  // namespace
 
-breaker_core::breaker_core(breaker_options options, now_fn now, const void* clock)
+breaker_core::breaker_core(breaker_options options, clock_ref clock)
     : word_(make_word(circuit_state::closed, 0)),
-      now_(now),
       clock_(clock),
-      origin_(now(clock)),
+      origin_(clock.now()),
       slow_threshold_(options.slow_call_threshold()),
       minimum_calls_(options.minimum_calls()),
       slow_on_(options.slow_call_ratio().has_value()),

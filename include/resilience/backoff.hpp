@@ -163,12 +163,9 @@ class delay_sequence {
 
   // The last delay was replaced (a server's Retry-After) and `d` waited
   // instead: what the schedules that grow from the previous delay
-  // (decorrelated, decorrelated_clamped, custom) grow from next.
-  void waited(duration d) noexcept {
-    if (backoff_->kind() == backoff::shape::decorrelated || backoff_->kind() == backoff::shape::custom ||
-        backoff_->jitter_kind() == jitter::decorrelated_clamped)
-      previous_ = d;
-  }
+  // (decorrelated, decorrelated_clamped, custom) grow from next. The others
+  // do not read it.
+  void waited(duration d) noexcept { previous_ = d; }
 
  private:
   duration decorrelated_v2(double unit) noexcept;

@@ -247,11 +247,10 @@ class breaker_stage {
   // For pipeline(): this stage never waits past the context's deadline.
   static constexpr bool respects_deadline = true;
 
-  breaker_stage(detail::breaker_core& core, const Clock& clock, Classifier c)
-      : core_(&core), clock_(&clock), classifier_(std::move(c)) {}
+  breaker_stage(detail::breaker_core& core, Classifier c) : core_(&core), classifier_(std::move(c)) {}
 
   // The breaker's clock: a pipeline checks that its stages agree on one.
-  const Clock& clock() const noexcept { return *clock_; }
+  const Clock& clock() const noexcept { return *core_->clock().template target<Clock>(); }
 
   template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) const {
@@ -265,8 +264,7 @@ class breaker_stage {
   }
 
  private:
-  detail::breaker_core* core_;
-  const Clock* clock_;
+  detail::breaker_core* core_;  // its clock is a Clock: the breaker made it so
   [[no_unique_address]] Classifier classifier_;
 };
 
@@ -278,14 +276,14 @@ class basic_circuit_breaker {
 
   using clock_type = Clock;
 
-// GCC 12 takes the clock's address, passed as const void*, for a read of
-// the breaker before it is built (-Wmaybe-uninitialized): it is only kept.
+// GCC 12 takes the clock's address, kept in a clock_ref, for a read of the
+// breaker before it is built (-Wmaybe-uninitialized): it is only kept.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
   explicit basic_circuit_breaker(breaker_options options = {}, Clock clock = {})
-      : clock_(std::move(clock)), core_(std::move(options), &read_clock, &clock_) {}
+      : clock_(std::move(clock)), core_(std::move(options), clock_ref(clock_)) {}
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -307,10 +305,10 @@ class basic_circuit_breaker {
     return run(std::move(op), parent);
   }
 
-  breaker_stage<breaker_any_failure, Clock> stage() const { return {core_, clock_, {}}; }
+  breaker_stage<breaker_any_failure, Clock> stage() const { return {core_, {}}; }
   template <class C>
   breaker_stage<C, Clock> stage(C classifier) const {
-    return {core_, clock_, std::move(classifier)};
+    return {core_, std::move(classifier)};
   }
 
   // The raw admit / record API, for callers that are not coroutines.
@@ -341,7 +339,6 @@ class basic_circuit_breaker {
   const Clock& clock() const noexcept { return clock_; }
 
  private:
-  static time_point read_clock(const void* c) noexcept { return static_cast<const Clock*>(c)->now(); }
 
   Clock clock_;
   mutable detail::breaker_core core_;

@@ -71,12 +71,11 @@ concept clock = std::copy_constructible<C> && requires(const C& c, boost::asio::
   c.make_timer(ex);
 };
 
-// The time of a clock, for code that does not know its type: what
-// context::now() and context::remaining() read. Empty, it reads the steady
-// clock. Refers to the clock, which must outlive it.
+// A clock seen without its type: what context::now() and
+// context::remaining() read, and what a circuit breaker's shared core keeps.
+// Refers to the clock, which must outlive it.
 class clock_ref {
  public:
-  clock_ref() = default;
   // Constrained so that copying a clock_ref never asks whether it is a clock.
   template <class C>
     requires(!std::is_same_v<C, clock_ref> && clock<C>)
@@ -85,8 +84,12 @@ class clock_ref {
     requires(!std::is_same_v<C, clock_ref> && clock<C>)
   explicit clock_ref(const C&&) = delete;  // a temporary clock would be gone
 
-  time_point now() const noexcept { return now_ ? now_(clock_) : std::chrono::steady_clock::now(); }
-  explicit operator bool() const noexcept { return now_ != nullptr; }
+  time_point now() const noexcept { return now_(clock_); }
+  // The clock, if it is a C (as std::function::target); null otherwise.
+  template <class C>
+  const C* target() const noexcept {
+    return now_ == &read<C> ? static_cast<const C*>(clock_) : nullptr;
+  }
 
  private:
   template <class C>
@@ -94,8 +97,8 @@ class clock_ref {
     return static_cast<const C*>(c)->now();
   }
 
-  const void* clock_ = nullptr;
-  time_point (*now_)(const void*) noexcept = nullptr;
+  const void* clock_;
+  time_point (*now_)(const void*) noexcept;
 };
 
 namespace detail {

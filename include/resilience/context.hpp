@@ -80,18 +80,15 @@ struct context {
 
   // Time left until the deadline on the call's clock (or on `c`), never
   // negative; duration::max() if none.
-  duration remaining() const noexcept {
-    if (!has_deadline()) return duration::max();
-    const time_point t = now();
-    return t >= deadline ? duration::zero() : deadline - t;
-  }
+  duration remaining() const noexcept { return has_deadline() ? left_at(now()) : duration::max(); }
   template <class C>
     requires requires(const C& c) { { c.now() } -> std::same_as<time_point>; }
   duration remaining(const C& c) const noexcept {
-    if (!has_deadline()) return duration::max();
-    const time_point now = c.now();
-    return now >= deadline ? duration::zero() : deadline - now;
+    return has_deadline() ? left_at(c.now()) : duration::max();
   }
+
+ private:
+  duration left_at(time_point t) const noexcept { return t >= deadline ? duration::zero() : deadline - t; }
 };
 
 }  // namespace resilience

@@ -251,7 +251,7 @@ class pipeline {
  private:
   template <std::size_t I>
   const auto& first_clock_from() const noexcept {
-    if constexpr (std::is_void_v<detail::stored_clock_t<std::tuple_element_t<I, std::tuple<Stored...>>>>) {
+    if constexpr (std::is_void_v<typename detail::clock_of<stage_t<I>>::type>) {
       return first_clock_from<I + 1>();
     } else {
       return stage<I>().clock();

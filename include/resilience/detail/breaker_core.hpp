@@ -70,10 +70,9 @@ struct breaker_ticket {
 
 class breaker_core {
  public:
-  using now_fn = time_point (*)(const void*) noexcept;
   enum class result : std::uint8_t { success, failure, neither };
 
-  breaker_core(breaker_options options, now_fn now, const void* clock);
+  breaker_core(breaker_options options, clock_ref clock);
   ~breaker_core();
   breaker_core(const breaker_core&) = delete;
   breaker_core& operator=(const breaker_core&) = delete;
@@ -106,7 +105,8 @@ class breaker_core {
     if (t.kind == admission::probe) settle_probe(t.epoch, result::neither);
   }
 
-  time_point now() const noexcept { return now_(clock_); }
+  time_point now() const noexcept { return clock_.now(); }
+  const clock_ref& clock() const noexcept { return clock_; }
   const breaker_options& options() const noexcept { return options_; }
 
   // Manual control; each is one transition (or none, if already there).
@@ -179,8 +179,7 @@ class breaker_core {
   // Read on every call, written only by transitions; the rest of this line
   // is read-only after construction.
   alignas(64) std::atomic<std::uint64_t> word_;
-  now_fn now_;
-  const void* clock_;
+  clock_ref clock_;
   time_point origin_;  // the time window's slices count from here
   duration slow_threshold_;
   std::uint32_t minimum_calls_;

@@ -412,8 +412,7 @@ class basic_client {
   // would leave a tunnel, not a response, on a pooled connection.
   template <class Request>
   static void checked(const endpoint& to, const Request& req) {
-    if (to.host.empty()) throw std::invalid_argument("http::client::request: the endpoint's host is empty");
-    if (to.port == 0) throw std::invalid_argument("http::client::request: the endpoint's port is 0");
+    to.validate();
     if (req.method() == boost::beast::http::verb::connect)
       throw std::invalid_argument("http::client::request: CONNECT is not supported (it opens a tunnel)");
   }

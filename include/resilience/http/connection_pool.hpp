@@ -85,11 +85,14 @@ struct endpoint {
   bool tls = false;
 
   // Throw std::invalid_argument for an empty host or port 0.
-  static endpoint http(std::string host, std::uint16_t port = 80) {
-    return {checked(std::move(host), port), port, false};
-  }
-  static endpoint https(std::string host, std::uint16_t port = 443) {
-    return {checked(std::move(host), port), port, true};
+  static endpoint http(std::string host, std::uint16_t port = 80) { return validated({std::move(host), port, false}); }
+  static endpoint https(std::string host, std::uint16_t port = 443) { return validated({std::move(host), port, true}); }
+
+  // std::invalid_argument for an empty host or port 0: the factories' check,
+  // which the client repeats for an endpoint built field by field.
+  void validate() const {
+    if (host.empty()) throw std::invalid_argument("http::endpoint: host must not be empty");
+    if (port == 0) throw std::invalid_argument("http::endpoint: port must not be 0");
   }
 
   // "host:port", or "host:port:tls": the key of its connections and of its
@@ -99,10 +102,9 @@ struct endpoint {
   std::string authority() const;
 
  private:
-  static std::string checked(std::string host, std::uint16_t port) {
-    if (host.empty()) throw std::invalid_argument("http::endpoint: host must not be empty");
-    if (port == 0) throw std::invalid_argument("http::endpoint: port must not be 0");
-    return host;
+  static endpoint validated(endpoint e) {
+    e.validate();
+    return e;
   }
 };
 
