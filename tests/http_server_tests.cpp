@@ -627,6 +627,22 @@ BOOST_AUTO_TEST_CASE(drain_before_any_connection_ends_run_at_once) {
   server->drain();  // again: nothing
 }
 
+BOOST_AUTO_TEST_CASE(drain_before_run_closes_the_acceptor_and_ends_run_at_once) {
+  server.emplace(test_handler{this}, options(), clock);
+  acceptor.emplace(*io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  listening = acceptor->local_endpoint();
+  server->drain();
+  spawn(*io, server->run(*acceptor), run_done, &run_cancel);
+  BOOST_REQUIRE(drive([&] { return run_done.done(); }));
+  BOOST_TEST(!run_done.exception);
+  BOOST_TEST(!acceptor->is_open(), "a listening acceptor would queue connections nobody accepts");
+  tcp::socket late(*io);
+  error_code refused;
+  late.connect(endpoint(), refused);
+  BOOST_TEST(refused == asio::error::connection_refused);
+  BOOST_TEST(calls == 0);
+}
+
 BOOST_AUTO_TEST_CASE(destroying_the_io_context_mid_call_frees_every_frame_and_slot) {
   start(options().max_concurrent(8));
   client gated(*this), waiting(*this), loris(*this);

@@ -424,7 +424,7 @@ class server {
   void run(boost::asio::ip::tcp::acceptor&) && = delete;
 
   // Starts the drain; on the server's executor. Before run(), run() then
-  // returns at once; after a drain, nothing.
+  // closes its acceptor and returns at once; after a drain, nothing.
   void drain() { begin_drain(); }
 
   bool draining() const noexcept { return draining_; }
@@ -565,6 +565,12 @@ boost::asio::awaitable<void> server<Handler, Clock>::serve(tcp::acceptor* accept
                                                 [this, it](std::exception_ptr) { session_ended(it); }));
   }
   begin_drain();
+  // Drained before run() began, begin_drain() had no acceptor to close:
+  // left listening, it would queue connections nobody accepts.
+  {
+    error_code ignored;
+    acceptor->close(ignored);
+  }
   // A second cancellation, from here on, ends the grace.
   co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
 
