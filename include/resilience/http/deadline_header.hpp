@@ -7,8 +7,8 @@
 //   outbound.write(out_req, ctx.deadline, clock.now());
 //
 // read(): the deadline the header names, counted from `now`; nullopt when the
-// header is absent or malformed (a malformed deadline is no deadline: the
-// caller keeps its own). write(): sets the header to the time left, rounded
+// header is absent or malformed (present_in() tells which: http::server
+// answers a malformed one 400). write(): sets the header to the time left, rounded
 // up; with no deadline (time_point::max()) it removes the header instead. A
 // deadline already passed is written as the format's least value ("1n" or
 // "0", see deadline_headers.hpp): the peer learns that no time is left.
@@ -47,6 +47,13 @@ class deadline_header {
     if (it == fields.end()) return std::nullopt;
     const std::string_view v(it->value().data(), it->value().size());
     return grpc_ ? grpc_timeout_deadline(v, now) : timeout_ms_deadline(v, now);
+  }
+
+  // Whether the header is there at all: read() gives nullopt for both an
+  // absent and a malformed one.
+  template <class Fields>
+  bool present_in(const Fields& fields) const {
+    return fields.find(name_) != fields.end();
   }
 
   template <class Fields>

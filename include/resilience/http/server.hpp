@@ -22,8 +22,8 @@
 //     milliseconds header, see deadline_header.hpp), capped by
 //     max_deadline(), becomes ctx.deadline. When it passes, the handler is
 //     cancelled (terminal) and waited for, and the client gets 504. A
-//     deadline already passed on arrival answers 504 without calling the
-//     handler. A handler that ignores the cancellation and still succeeds
+//     deadline already passed on arrival answers 504, and a deadline header
+//     that does not parse 400, without calling the handler. A handler that ignores the cancellation and still succeeds
 //     keeps its answer (as in every bounded stage: the work was done).
 //   - Shedding. At most max_concurrent() requests are inside handlers at
 //     once; the next ones get 503 with Retry-After at once: none is queued.
@@ -313,11 +313,15 @@ struct guard_steps {
 
   const server_options& options() const noexcept { return guard->options_; }
 
-  // The call's deadline into ctx; the start event. Returns the start time.
-  time_point begin(const server_request& req, context& ctx) const {
+  // The call's deadline into ctx; the start event. Returns the start time;
+  // `malformed` tells that the deadline header is there but unreadable.
+  time_point begin(const server_request& req, context& ctx, bool& malformed) const {
     const server_options& o = options();
     const time_point start = guard->clock_.now();
-    if (const auto asked = o.inbound_deadline().read(req, start)) ctx.deadline = std::min(ctx.deadline, *asked);
+    if (const auto asked = o.inbound_deadline().read(req, start))
+      ctx.deadline = std::min(ctx.deadline, *asked);
+    else
+      malformed = o.inbound_deadline().present_in(req);
     if (o.max_deadline() != duration::max())
       ctx.deadline = std::min(ctx.deadline, saturating_add(start, o.max_deadline()));
     if (o.on_request_started()) o.on_request_started()(req);
@@ -327,6 +331,13 @@ struct guard_steps {
   void finish(unsigned status, time_point start) const {
     if (options().on_request_finished())
       options().on_request_finished()(request_finished{status, guard->clock_.now() - start});
+  }
+
+  // A deadline header that does not parse is the client's error (as gRPC
+  // answers it): running without the bound it meant to set would hide it.
+  response bad_deadline(unsigned version, bool keep_alive, time_point start) const {
+    finish(400, start);
+    return status_response<response>(boost::beast::http::status::bad_request, version, keep_alive);
   }
 
   response shed(unsigned version, bool keep_alive, time_point start) const {
@@ -363,9 +374,11 @@ boost::asio::awaitable<typename Guard::response_type> guarded_call(const Guard* 
                                                                    context ctx) {
   namespace asio = boost::asio;
   const guard_steps<Guard> steps{guard};
-  const time_point start = steps.begin(req, ctx);
+  bool malformed_deadline = false;
+  const time_point start = steps.begin(req, ctx, malformed_deadline);
   const unsigned version = req.version();
   const bool keep_alive = req.keep_alive();
+  if (malformed_deadline) co_return steps.bad_deadline(version, keep_alive, start);
   if (!guard->slots_.try_acquire()) co_return steps.shed(version, keep_alive, start);
   const bulkhead_permit permit = resilience::detail::adopt_slot(guard->slots_);  // back on every path
 
