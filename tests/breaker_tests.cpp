@@ -592,6 +592,29 @@ BOOST_AUTO_TEST_CASE(a_stage_of_a_pipeline) {
   BOOST_TEST(name(b.state()) == "open");
 }
 
+BOOST_AUTO_TEST_CASE(a_pipeline_takes_the_breakers_clock) {
+  // The retry and the timeout are built on the steady clock; .clock(c) puts
+  // them on the breaker's before any call runs.
+  breaker b(options(), clock);
+  const auto call = resilience::pipeline(resilience::retry_policy{}
+                                             .max_attempts(4)
+                                             .backoff(resilience::backoff::constant(100ms))
+                                             .jitter(resilience::jitter::none),
+                                         b, resilience::timeout(1s))
+                        .clock(clock);
+  int calls = 0;
+  completion<result> done;
+  spawn(io, call([&]() -> asio::awaitable<result> {
+          ++calls;
+          co_return error_code(asio::error::connection_reset);
+        }),
+        done);
+  clock.run(io);
+  BOOST_TEST(calls == 3);
+  BOOST_TEST((done.value->error() == resilience::error::circuit_open));
+  BOOST_TEST((clock.now() == time_point{} + 300ms), "three backoffs waited on the manual clock");
+}
+
 BOOST_FIXTURE_TEST_CASE(retry_waits_out_the_breaker_around_timed_attempts, fixture) {
   // pipeline(retry, breaker, attempt timeout): three attempts time out and
   // open the breaker at 500 ms; the fourth is rejected at once, and the retry

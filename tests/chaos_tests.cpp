@@ -208,6 +208,59 @@ BOOST_AUTO_TEST_CASE(latency_takes_the_pipelines_clock) {
   BOOST_TEST((called_at == std::vector<time_point>{time_point{} + 2s}));
 }
 
+BOOST_AUTO_TEST_CASE(latency_inside_a_timeout_ends_as_that_timeout) {
+  // The latency wait is cut at the deadline the timeout put in the context,
+  // at the instant the timeout's own timer falls due: the call ran out of
+  // the timeout's time, and says so (not deadline_exceeded, which would
+  // blame a deadline nobody set).
+  std::vector<resilience::expiry_event> expired;
+  const auto call = resilience::pipeline(
+                        resilience::timeout(100ms).on_timeout([&](const resilience::expiry_event& e) { expired.push_back(e); }),
+                        resilience::chaos_latency(300ms))
+                        .clock(clock);
+  completion<result> done;
+  spawn(io, call(op()), done);
+  clock.run(io);
+  BOOST_REQUIRE(done.times == 1);
+  BOOST_TEST((done.value->error() == resilience::error::timeout));
+  BOOST_TEST((clock.now() == time_point{} + 100ms));
+  BOOST_TEST(calls == 0);
+  BOOST_REQUIRE_EQUAL(expired.size(), 1u);
+  BOOST_TEST((expired[0].reason == resilience::error::timeout));
+  BOOST_TEST((expired[0].at == time_point{} + 100ms));
+}
+
+BOOST_AUTO_TEST_CASE(latency_inside_timed_retried_attempts_times_out_each_attempt) {
+  int timeouts = 0;
+  const auto call =
+      resilience::pipeline(resilience::retry_policy{}.max_attempts(2).backoff(resilience::backoff::constant(10ms)),
+                           resilience::timeout(100ms).on_timeout([&](const resilience::expiry_event&) { ++timeouts; }),
+                           resilience::chaos_latency(300ms))
+          .clock(clock);
+  completion<result> done;
+  spawn(io, call(op()), done);
+  clock.run(io);
+  BOOST_TEST((done.value->error() == resilience::error::timeout));
+  BOOST_TEST((clock.now() == time_point{} + 210ms));
+  BOOST_TEST(timeouts == 2);
+}
+
+BOOST_AUTO_TEST_CASE(the_callers_deadline_cutting_latency_stays_deadline_exceeded) {
+  int timeouts = 0;
+  const auto call = resilience::pipeline(
+                        resilience::timeout(1s).on_timeout([&](const resilience::expiry_event&) { ++timeouts; }),
+                        resilience::chaos_latency(300ms))
+                        .clock(clock);
+  context parent;
+  parent.deadline = time_point{} + 100ms;  // tighter than the timeout: the caller's bound, not the timeout's
+  completion<result> done;
+  spawn(io, call(op(), parent), done);
+  clock.run(io);
+  BOOST_TEST((done.value->error() == resilience::error::deadline_exceeded));
+  BOOST_TEST((clock.now() == time_point{} + 100ms));
+  BOOST_TEST(timeouts == 1, "the bound that passed is reported, with its reason");
+}
+
 BOOST_AUTO_TEST_CASE(a_hook_that_throws_becomes_the_outcome) {
   const auto stage = resilience::chaos_error(
       reset, chaos_options{}.on_injected([](const chaos_injection&) { throw std::runtime_error("hook"); }));

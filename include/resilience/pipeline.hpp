@@ -165,10 +165,10 @@ using stored_clock_t =
 template <class... Stored>
 class pipeline {
   static_assert(sizeof...(Stored) >= 1, "a pipeline needs at least one stage");
-  static_assert(detail::clocks_agree<detail::stored_clock_t<Stored>...>,
-                "every stage of a pipeline must read the same clock type (a manual clock in one stage and the "
-                "steady clock in another would end calls with deadline_exceeded); use pipeline(...).clock(c) "
-                "to give every stage one clock");
+  // Checked where a call starts, not where the pipeline is built: so that
+  // pipeline(retry, manual_clock_breaker, timeout).clock(c) can put the
+  // stages that take a clock on the breaker's before anything runs.
+  static constexpr bool one_clock_type = detail::clocks_agree<detail::stored_clock_t<Stored>...>;
 
  public:
   template <class... S>
@@ -278,6 +278,10 @@ class pipeline {
 
   template <std::size_t I, class Op>
   auto run_from(Op op, const context& ctx) const {
+    static_assert(one_clock_type,
+                  "every stage of a pipeline must read the same clock type (a manual clock in one stage and the "
+                  "steady clock in another would end calls with deadline_exceeded); give the stages that take a "
+                  "clock the one that others keep with pipeline(...).clock(c)");
     if constexpr (I + 1 == sizeof...(Stored)) {
       return detail::run_held_stage(stage<I>(), std::move(op), ctx);
     } else {
@@ -302,8 +306,8 @@ class pipeline {
     const void* first_clock = nullptr;
     auto check = [&](const auto& s) {
       using S = std::remove_cvref_t<decltype(s)>;
-      if constexpr (!std::is_void_v<typename detail::clock_of<S>::type>) {
-        using K = typename detail::clock_of<S>::type;
+      using K = typename detail::clock_of<S>::type;
+      if constexpr (!std::is_void_v<K> && std::is_same_v<K, clock_type>) {  // another type: refused when run
         if (!first_clock) {
           first_clock = &s.clock();
         } else if (!detail::same_clock(*static_cast<const K*>(first_clock), s.clock())) {

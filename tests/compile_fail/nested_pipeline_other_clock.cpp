@@ -6,6 +6,8 @@
 #include <resilience/testing/manual_clock.hpp>
 #include <resilience/timeout.hpp>
 
+#include <boost/asio/awaitable.hpp>
+
 void build() {
   using namespace std::chrono_literals;
   resilience::testing::manual_clock clock;
@@ -15,5 +17,5 @@ void build() {
 #else
   const auto call = resilience::pipeline(resilience::timeout(5s), inner).clock(clock);
 #endif
-  (void)call;
+  (void)call([]() -> boost::asio::awaitable<int> { co_return 1; });  // where the clocks are checked
 }

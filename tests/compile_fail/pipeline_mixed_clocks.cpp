@@ -6,6 +6,8 @@
 #include <resilience/testing/manual_clock.hpp>
 #include <resilience/timeout.hpp>
 
+#include <boost/asio/awaitable.hpp>
+
 void build() {
   using namespace std::chrono_literals;
   resilience::testing::manual_clock clock;
@@ -14,5 +16,5 @@ void build() {
 #else
   const auto call = resilience::pipeline(resilience::retry_policy{}, resilience::timeout(1s)).clock(clock);
 #endif
-  (void)call;
+  (void)call([]() -> boost::asio::awaitable<int> { co_return 1; });  // where the clocks are checked
 }

@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include <boost/asio/awaitable.hpp>
+
 void build() {
   resilience::testing::manual_clock clock;
 #ifdef RESILIENCE_MISUSE
@@ -17,5 +19,5 @@ void build() {
       resilience::breaker_options{}, resilience::breaker_registry_options{}, clock};
 #endif
   const auto call = resilience::pipeline(resilience::retry_policy{}.clock(clock), hosts.stage("db"));
-  (void)call;
+  (void)call([]() -> boost::asio::awaitable<int> { co_return 1; });  // where the clocks are checked
 }

@@ -445,17 +445,31 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, Clock clock,
   if (caller.cancelled() != asio::cancellation_type::none)
     co_return outcome<T>::from_error(asio::error::operation_aborted).get();
 
+  // An op that gave up at the deadline this bound put in its context (a
+  // chaos or backoff wait cut short there, a stage that honours it) answers
+  // at the instant the timer would fire, and may beat it: it ran out of this
+  // bound's time, so the bound's reason and event stand, not its
+  // deadline_exceeded.
+  const auto ran_out = [&](const error_code& ec) {
+    return ec == error::deadline_exceeded && clock.now() >= fire_at;
+  };
   const auto& error = std::get<0>(finished);
-  if (!bound.fired() && !error) {  // the common case: answered in time
+  bool expired = bound.fired();
+  if (!expired && !error) {  // the common case: answered in time
     if constexpr (std::is_void_v<T>) {
       co_return;
-    } else if constexpr (spawn_boxed<T>) {
-      co_return std::move(*std::get<1>(finished));
     } else {
-      co_return std::move(std::get<1>(finished));
+      auto& value = [&]() -> auto& {
+        if constexpr (spawn_boxed<T>) {
+          return *std::get<1>(finished);
+        } else {
+          return std::get<1>(finished);
+        }
+      }();
+      if constexpr (outcome_traits<T>::has_error_channel) expired = ran_out(outcome_traits<T>::error(value));
+      if (!expired) co_return std::move(value);
     }
   }
-  if (bound.fired() && on_expiry) on_expiry(expiry_event{reason, fire_at, ctx.attempt});
   std::optional<outcome<T>> result;
   if (error) {
     result.emplace(outcome<T>::from_exception(error));
@@ -466,7 +480,9 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, Clock clock,
   } else {
     result.emplace(outcome<T>::from_value(std::move(std::get<1>(finished))));
   }
-  if (bound.fired() && result->failed()) co_return outcome<T>::from_error(reason).get();
+  if (!expired) expired = ran_out(result->error());
+  if (expired && on_expiry) on_expiry(expiry_event{reason, fire_at, ctx.attempt});
+  if (expired && result->failed()) co_return outcome<T>::from_error(reason).get();
   co_return std::move(*result).get();
 }
 #if defined(__GNUC__) && !defined(__clang__)
