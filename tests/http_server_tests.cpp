@@ -95,12 +95,18 @@ struct fixture {
         .on_deadline_exceeded([this](time_point d) { deadlines_exceeded.push_back(d); });
   }
 
-  void start(rhttp::server_options o) {
+  // The server and its listening acceptor, not yet run.
+  void build(rhttp::server_options o) {
     server.emplace(test_handler{this}, std::move(o), clock);
     acceptor.emplace(*io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
     listening = acceptor->local_endpoint();
     gate.emplace(*io, asio::steady_timer::time_point::max());
-    spawn(*io, server->run(*acceptor), run_done, &run_cancel);
+  }
+  void run() { spawn(*io, server->run(*acceptor), run_done, &run_cancel); }
+
+  void start(rhttp::server_options o) {
+    build(std::move(o));
+    run();
     drive([] { return false; }, 5);  // run() up to its first accept
   }
 
@@ -660,11 +666,9 @@ BOOST_AUTO_TEST_CASE(drain_before_any_connection_ends_run_at_once) {
 }
 
 BOOST_AUTO_TEST_CASE(drain_before_run_closes_the_acceptor_and_ends_run_at_once) {
-  server.emplace(test_handler{this}, options(), clock);
-  acceptor.emplace(*io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  listening = acceptor->local_endpoint();
+  build(options());
   server->drain();
-  spawn(*io, server->run(*acceptor), run_done, &run_cancel);
+  run();
   BOOST_REQUIRE(drive([&] { return run_done.done(); }));
   BOOST_TEST(!run_done.exception);
   BOOST_TEST(!acceptor->is_open(), "a listening acceptor would queue connections nobody accepts");

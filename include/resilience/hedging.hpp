@@ -297,18 +297,6 @@ boost::asio::awaitable<spawned_t<T>, Executor> hedged_attempt(Op* op, const cont
   }
 }
 
-// What co_spawn hands over, as an outcome.
-template <class T, class... V>
-outcome<T> spawned_outcome(const std::exception_ptr& e, V&&... v) {
-  if (e) return outcome<T>::from_exception(e);
-  if constexpr (std::is_void_v<T>) {
-    return outcome<T>::from_value({});
-  } else if constexpr (spawn_boxed<T>) {
-    return outcome<T>::from_value(std::move(*(v, ...)));
-  } else {
-    return outcome<T>::from_value(std::move(v)...);
-  }
-}
 
 // One hedged call's state, in its frame. Everything here runs on the
 // caller's executor: the attempts' completions, the hedge timer, the
@@ -655,23 +643,12 @@ boost::asio::awaitable<T, Executor> hedged_call(Op op, const Policy* policy, con
   if constexpr (ignores_successes<classifier> && !std::is_void_v<T>) {
     const auto& e = std::get<0>(first);
     if (!e && join.started() == 1 && !join.aborted()) {
-      const auto& v = std::get<1>(first);
-      const bool failed = [&] {
-        if constexpr (spawn_boxed<T>) {
-          return outcome_traits<T>::error(*v).failed();
-        } else {
-          return outcome_traits<T>::error(v).failed();
-        }
-      }();
-      if (!failed && join.disarm()) {
+      auto& v = spawned_value<T>(first);
+      if (!outcome_traits<T>::error(v).failed() && join.disarm()) {
         join.mark_first_done();
         policy->budget().record(false, true);
         finish();
-        if constexpr (spawn_boxed<T>) {
-          co_return std::move(*std::get<1>(first));
-        } else {
-          co_return std::move(std::get<1>(first));
-        }
+        co_return std::move(v);
       }
     }
   }

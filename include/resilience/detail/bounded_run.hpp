@@ -219,6 +219,29 @@ inline constexpr bool spawn_boxed = !std::is_void_v<T> && !std::is_default_const
 template <class T>
 using spawned_t = std::conditional_t<spawn_boxed<T>, std::optional<T>, T>;
 
+// The value a spawned child handed back (as_tuple: exception, value).
+template <class T, class Finished>
+T& spawned_value(Finished& finished) noexcept {
+  if constexpr (spawn_boxed<T>) {
+    return *std::get<1>(finished);
+  } else {
+    return std::get<1>(finished);
+  }
+}
+
+// What co_spawn hands over, as an outcome.
+template <class T, class... V>
+outcome<T> spawned_outcome(const std::exception_ptr& e, V&&... v) {
+  if (e) return outcome<T>::from_exception(e);
+  if constexpr (std::is_void_v<T>) {
+    return outcome<T>::from_value({});
+  } else if constexpr (spawn_boxed<T>) {
+    return outcome<T>::from_value(std::move(*(v, ...)));
+  } else {
+    return outcome<T>::from_value(std::move(v)...);
+  }
+}
+
 template <class T>
 struct spawn_signature {
   using type = void(std::exception_ptr, spawned_t<T>);
@@ -459,31 +482,16 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, Clock clock,
     if constexpr (std::is_void_v<T>) {
       co_return;
     } else {
-      auto& value = [&]() -> auto& {
-        if constexpr (spawn_boxed<T>) {
-          return *std::get<1>(finished);
-        } else {
-          return std::get<1>(finished);
-        }
-      }();
+      auto& value = spawned_value<T>(finished);
       if constexpr (outcome_traits<T>::has_error_channel) expired = ran_out(outcome_traits<T>::error(value));
       if (!expired) co_return std::move(value);
     }
   }
-  std::optional<outcome<T>> result;
-  if (error) {
-    result.emplace(outcome<T>::from_exception(error));
-  } else if constexpr (std::is_void_v<T>) {
-    result.emplace(outcome<T>::from_value({}));
-  } else if constexpr (spawn_boxed<T>) {
-    result.emplace(outcome<T>::from_value(std::move(*std::get<1>(finished))));
-  } else {
-    result.emplace(outcome<T>::from_value(std::move(std::get<1>(finished))));
-  }
-  if (!expired) expired = ran_out(result->error());
+  auto result = std::apply([](auto&&... parts) { return spawned_outcome<T>(std::move(parts)...); }, finished);
+  if (!expired) expired = ran_out(result.error());
   if (expired && on_expiry) on_expiry(expiry_event{reason, fire_at, ctx.attempt});
-  if (expired && result->failed()) co_return outcome<T>::from_error(reason).get();
-  co_return std::move(*result).get();
+  if (expired && result.failed()) co_return outcome<T>::from_error(reason).get();
+  co_return std::move(result).get();
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop

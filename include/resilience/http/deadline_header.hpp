@@ -7,9 +7,9 @@
 //   outbound.write(out_req, ctx.deadline, clock.now());
 //
 // read(): the deadline the header names, counted from `now`; nullopt when the
-// header is absent or malformed (present_in() tells which: http::server
-// answers a malformed one 400). write(): sets the header to the time left, rounded
-// up; with no deadline (time_point::max()) it removes the header instead. A
+// header is absent or malformed (value_in() and parse() tell which:
+// http::server answers a malformed one 400). write(): sets the header to the
+// time left, rounded up; with no deadline (time_point::max()) it removes the header instead. A
 // deadline already passed is written as the format's least value ("1n" or
 // "0", see deadline_headers.hpp): the peer learns that no time is left.
 #pragma once
@@ -43,17 +43,20 @@ class deadline_header {
 
   template <class Fields>
   std::optional<time_point> read(const Fields& fields, time_point now) const {
-    const auto it = fields.find(name_);
-    if (it == fields.end()) return std::nullopt;
-    const std::string_view v(it->value().data(), it->value().size());
-    return grpc_ ? grpc_timeout_deadline(v, now) : timeout_ms_deadline(v, now);
+    const auto v = value_in(fields);
+    return v ? parse(*v, now) : std::nullopt;
   }
 
-  // Whether the header is there at all: read() gives nullopt for both an
-  // absent and a malformed one.
+  // read() in two steps, for a caller that tells an absent header (nullopt
+  // here) from a malformed one (nullopt from parse()).
   template <class Fields>
-  bool present_in(const Fields& fields) const {
-    return fields.find(name_) != fields.end();
+  std::optional<std::string_view> value_in(const Fields& fields) const {
+    const auto it = fields.find(name_);
+    if (it == fields.end()) return std::nullopt;
+    return std::string_view(it->value().data(), it->value().size());
+  }
+  std::optional<time_point> parse(std::string_view value, time_point now) const noexcept {
+    return grpc_ ? grpc_timeout_deadline(value, now) : timeout_ms_deadline(value, now);
   }
 
   template <class Fields>

@@ -23,8 +23,9 @@
 //     max_deadline(), becomes ctx.deadline. When it passes, the handler is
 //     cancelled (terminal) and waited for, and the client gets 504. A
 //     deadline already passed on arrival answers 504, and a deadline header
-//     that does not parse 400, without calling the handler. A handler that ignores the cancellation and still succeeds
-//     keeps its answer (as in every bounded stage: the work was done).
+//     that does not parse 400, without calling the handler. A handler that
+//     ignores the cancellation and still succeeds keeps its answer (as in
+//     every bounded stage: the work was done).
 //   - Shedding. At most max_concurrent() requests are inside handlers at
 //     once; the next ones get 503 with Retry-After at once: none is queued.
 //     The slot goes back on every path (answer, exception, cancellation,
@@ -318,10 +319,11 @@ struct guard_steps {
   time_point begin(const server_request& req, context& ctx, bool& malformed) const {
     const server_options& o = options();
     const time_point start = guard->clock_.now();
-    if (const auto asked = o.inbound_deadline().read(req, start))
-      ctx.deadline = std::min(ctx.deadline, *asked);
-    else
-      malformed = o.inbound_deadline().present_in(req);
+    if (const auto sent = o.inbound_deadline().value_in(req)) {
+      const auto asked = o.inbound_deadline().parse(*sent, start);
+      if (asked) ctx.deadline = std::min(ctx.deadline, *asked);
+      malformed = !asked;
+    }
     if (o.max_deadline() != duration::max())
       ctx.deadline = std::min(ctx.deadline, saturating_add(start, o.max_deadline()));
     if (o.on_request_started()) o.on_request_started()(req);
