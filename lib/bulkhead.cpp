@@ -40,22 +40,20 @@ void bulkhead_core::unlink_locked(bulkhead_waiter& n) noexcept {
 }
 
 void bulkhead_core::release_slow() noexcept {
-  bulkhead_waiter* first = nullptr;
-  {
-    std::lock_guard lock(mutex_);
-    if (head_) {
-      // The slot passes to the first waiter as is: the count of calls
-      // inside does not move, so no newcomer can take it in between.
-      first = head_;
-      unlink_locked(*first);
-      first->state = bulkhead_waiter::status::granted;
-    } else {
-      // Every waiter left (cancelled, timed out) since the caller looked.
-      word_.fetch_sub(1, std::memory_order_release);
-    }
+  std::lock_guard lock(mutex_);
+  if (bulkhead_waiter* first = head_) {
+    // The slot passes to the first waiter as is: the count of calls
+    // inside does not move, so no newcomer can take it in between.
+    unlink_locked(*first);
+    first->state = bulkhead_waiter::status::granted;
+    // Under the lock: this may run on another thread than the waiter's, and
+    // the waiter's frame may be going away with its execution context
+    // (abandon() takes this lock first). The grant only posts.
+    first->granted(first);
+  } else {
+    // Every waiter left (cancelled, timed out) since the caller looked.
+    word_.fetch_sub(1, std::memory_order_release);
   }
-  // Outside the lock: the waiter's frame stays until its resumption runs.
-  if (first) first->granted(first);
 }
 
 bool bulkhead_core::withdraw(bulkhead_waiter& n, bulkhead_waiter::status why) noexcept {

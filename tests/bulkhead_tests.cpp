@@ -522,6 +522,34 @@ BOOST_AUTO_TEST_CASE(with_a_grant_not_yet_taken) {
   destroy_context_mid_call(b, 50, 0, &held);
 }
 
+// A bulkhead shared by two contexts: the slot that one context's waiter
+// waits for is given back on another thread while that waiter's context is
+// being destroyed. Whichever comes first, the grant must not reach the
+// waiter once its context has begun to shut down (ThreadSanitizer saw the
+// grant post into a scheduler in the middle of its shutdown, and touch the
+// waiter's freed frame). The outcome is the same for every interleaving; the
+// rounds give ThreadSanitizer interleavings to look at.
+BOOST_AUTO_TEST_CASE(while_another_thread_gives_the_slot_back) {
+  for (int round = 0; round < 300; ++round) {
+    const resilience::bulkhead b(bulkhead_options{}.max_concurrent(1).max_queue(10));
+    auto held = b.try_acquire();  // the only slot, held by a call elsewhere
+    int started = 0;
+    std::thread releaser;
+    {
+      asio::io_context io;
+      asio::co_spawn(io, b([&started] { return sleep_an_hour(&started); }), asio::detached);
+      io.poll();
+      BOOST_REQUIRE_EQUAL(b.queued(), 1u);
+      releaser = std::thread([&held] { held.release(); });
+    }
+    releaser.join();
+    BOOST_REQUIRE_EQUAL(started, 0);
+    BOOST_REQUIRE_EQUAL(b.in_flight(), 0u);
+    BOOST_REQUIRE_EQUAL(b.queued(), 0u);
+  }
+  BOOST_TEST(live::ops == 0, "op frames left after the contexts were destroyed");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 namespace {

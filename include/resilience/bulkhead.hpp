@@ -148,7 +148,8 @@ struct bulkhead_waiter {
   bulkhead_waiter* prev = nullptr;
   bulkhead_waiter* next = nullptr;
   status state = status::idle;
-  // Called, outside the lock, once a grant took the node out of the queue.
+  // Called under the core's lock once a grant took the node out of the
+  // queue; it only posts the waiter's resumption.
   void (*granted)(bulkhead_waiter*) noexcept = nullptr;
 };
 
@@ -187,8 +188,9 @@ class bulkhead_core {
   // Takes `n` out of the queue with `why` (timed_out, cancelled). False
   // when it has left already (granted, or taken out before).
   bool withdraw(bulkhead_waiter& n, bulkhead_waiter::status why) noexcept;
-  // For a waiter's frame destroyed unresumed: out of the queue, or the slot
-  // it was granted and never used given back.
+  // For a waiter that will never resume (its context shutting down, or its
+  // frame destroyed): out of the queue, or the slot it was granted and never
+  // used given back. A second call does nothing.
   void abandon(bulkhead_waiter& n) noexcept;
 
   // Every slot taken and the queue at its limit.
@@ -295,6 +297,12 @@ class bulkhead_wait : public bulkhead_waiter {
         [this, &ex](auto handler) {
           owner_ = boost::asio::any_io_executor(ex);
           slot_ = boost::asio::get_associated_cancellation_slot(handler);
+          // A release on another thread may grant this node at any time; it
+          // must be out of the queue before its context stops taking posts.
+          waiter_.on_abandon([](void* self) noexcept {
+            auto& w = *static_cast<bulkhead_wait*>(self);
+            w.core_->abandon(w);
+          }, this);
           waiter_.park(std::move(handler), owner_);
           granted = &on_granted;
           const duration max_wait = core_->options().max_wait();

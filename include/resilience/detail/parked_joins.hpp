@@ -68,6 +68,15 @@ class parked_continuation : parked_join {
 
   bool parked() const noexcept { return waiter_.has_value(); }
 
+  // Called first when the context's shutdown lets the continuation go: before
+  // the context stops taking work, so that an owner other threads can reach
+  // (a shared queue's node) withdraws while a post to the context is still
+  // safe. Set it before park().
+  void on_abandon(void (*f)(void*) noexcept, void* arg) noexcept {
+    abandon_ = f;
+    abandon_arg_ = arg;
+  }
+
   // May end the frame that holds *this: the caller touches nothing after.
   void resume() {
     registry_->unpark(*this);
@@ -82,6 +91,7 @@ class parked_continuation : parked_join {
   static void on_drop(parked_join* p) {
     auto& self = static_cast<parked_continuation&>(*p);
     self.registry_ = nullptr;
+    if (self.abandon_) self.abandon_(self.abandon_arg_);
     if (!self.waiter_) return;
     auto abandoned = std::move(*self.waiter_);
     self.waiter_.reset();
@@ -89,6 +99,8 @@ class parked_continuation : parked_join {
 
   std::optional<Waiter> waiter_;
   parked_joins* registry_ = nullptr;
+  void (*abandon_)(void*) noexcept = nullptr;
+  void* abandon_arg_ = nullptr;
 };
 
 }  // namespace resilience::detail
