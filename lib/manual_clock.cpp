@@ -80,8 +80,7 @@ struct manual_clock::state {
     ready.emplace_back(std::move(node.mapped().work), std::move(node.mapped().handler));
   }
 
-  // Completions are posted after the lock is released, so a handler may
-  // touch the clock again without deadlock.
+  // Posts the completions (a post never runs a handler in place).
   static void complete(ready_list& ready, const boost::system::error_code& ec) {
     for (auto& [work, handler] : ready) asio::post(work, asio::append(std::move(handler), ec));
     ready.clear();
@@ -179,21 +178,19 @@ time_point manual_clock::now() const noexcept { return time_now(*state_); }
 void manual_clock::advance(duration d) const {
   if (d < duration::zero()) throw std::invalid_argument("manual_clock::advance: duration must not be negative");
   state::ready_list ready;
-  {
-    // Read and moved under one lock, so concurrent advances add up.
-    std::lock_guard lock(state_->mutex);
-    state_->advance_locked(saturating_add(time_now(*state_), d), ready);
-  }
+  // Read and moved under one lock, so concurrent advances add up. Posted
+  // under it too: advance() may run on any thread, and a context's shutdown
+  // takes this lock to drop its waits before it stops taking posts.
+  std::lock_guard lock(state_->mutex);
+  state_->advance_locked(saturating_add(time_now(*state_), d), ready);
   state::complete(ready, {});
 }
 
 void manual_clock::advance_to(time_point t) const {
   state::ready_list ready;
-  {
-    std::lock_guard lock(state_->mutex);
-    if (t < time_now(*state_)) throw std::invalid_argument("manual_clock::advance_to: time must not go backwards");
-    state_->advance_locked(t, ready);
-  }
+  std::lock_guard lock(state_->mutex);  // as advance()
+  if (t < time_now(*state_)) throw std::invalid_argument("manual_clock::advance_to: time must not go backwards");
+  state_->advance_locked(t, ready);
   state::complete(ready, {});
 }
 

@@ -238,10 +238,28 @@ rate_limit_turn rate_limiter_core::wake(rate_limit_waiter& n, time_point now, ti
   // wait again for the time its place in the queue gives it.
   std::uint64_t ahead = 0;
   for (const rate_limit_waiter* w = head_; w != &n; w = w->next) ++ahead;
-  const time_point at = permit_time(now, ahead + 1);
+  time_point at = permit_time(now, ahead + 1);
+  if (at <= now) {
+    // Its permit is free, but a waiter ahead has not taken its own yet (that
+    // waiter's executor is busy or stopped). Waking again at once would spin
+    // until it does: look again later, from 100 us up to a permit's spacing,
+    // doubling each time.
+    const duration first_step = std::chrono::microseconds(100);
+    const duration cap = std::max(permit_spacing(), first_step);
+    const int doublings = std::min<int>(n.early_wakes, 20);
+    const duration step = first_step.count() > (cap.count() >> doublings) ? cap : first_step * (1 << doublings);
+    if (n.early_wakes < 255) ++n.early_wakes;
+    at = saturating_add(now, step);
+    if (give_up > now) at = std::min(at, give_up);
+  }
   rate_limit_turn turn = decide(at, now, give_up, deadline);
   if (turn.what == rate_limit_turn::kind::rejected) unlink_locked(n);
   return turn;
+}
+
+duration rate_limiter_core::permit_spacing() const noexcept {
+  return duration(options_.kind() == rate_limiter_options::algorithm::token_bucket ? interval_
+                                                                                    : window_->segment_length);
 }
 
 bool rate_limiter_core::withdraw(rate_limit_waiter& n) noexcept {

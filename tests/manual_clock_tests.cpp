@@ -5,7 +5,9 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
@@ -464,6 +466,34 @@ BOOST_AUTO_TEST_CASE(a_cancellation_after_the_clock_is_gone_is_harmless) {
   signal.emit(asio::cancellation_type::terminal);  // nothing holds it now
   io.poll();
   BOOST_TEST(wait.fired + wait.aborted == 0);
+}
+
+// advance() may run on any thread: on one that moves time while another
+// destroys a context with waits due, each wait is either posted before the
+// context stops taking posts or dropped with it (ThreadSanitizer saw the
+// posts land in a scheduler mid-shutdown). The outcome is the same for every
+// interleaving; the rounds give ThreadSanitizer interleavings to look at.
+BOOST_AUTO_TEST_CASE(advance_on_another_thread_while_a_context_is_destroyed) {
+  manual_clock clock;
+  int woke = 0;
+  const auto sleeper = [&clock, &woke]() -> asio::awaitable<void> {
+    auto t = clock.make_timer(co_await asio::this_coro::executor);
+    t.expires_after(1ms);
+    co_await t.async_wait(asio::use_awaitable);
+    ++woke;
+  };
+  for (int round = 0; round < 300; ++round) {
+    std::thread advancer;
+    {
+      asio::io_context io;
+      for (int k = 0; k < 4; ++k) asio::co_spawn(io, sleeper(), asio::detached);
+      io.poll();  // four waits on the clock, in frames only the context owns
+      advancer = std::thread([&clock] { clock.advance(1ms); });
+    }
+    advancer.join();
+  }
+  BOOST_TEST(woke == 0, "a context that never ran again resumed a wait");
+  BOOST_TEST(clock.pending() == 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -7,6 +7,7 @@
 #include "support.hpp"
 
 #include <resilience/classifier.hpp>
+#include <resilience/hedging.hpp>
 #include <resilience/pipeline.hpp>
 #include <resilience/rate_limiter.hpp>
 #include <resilience/retry.hpp>
@@ -507,7 +508,77 @@ BOOST_AUTO_TEST_CASE(with_waiters_on_steady_timers) {
   destroy_context_mid_call(l, 500, 3);
 }
 
+// A hedge waiting for a permit: the hedged call's frame, which holds the
+// signal behind the waiting attempt's cancellation slot, is freed before the
+// attempt's. The waiter must not touch that slot on its way out
+// (AddressSanitizer saw it clear the slot in freed memory).
+BOOST_AUTO_TEST_CASE(with_a_hedge_waiting_for_a_permit) {
+  manual_clock clock;
+  const limiter l(rate_limiter_options{}.token_bucket(1, 1h, 1).max_wait(2h), clock);
+  BOOST_REQUIRE_EQUAL(take_all(l), 1);
+  int started = 0;
+  int completed = 0;
+  {
+    asio::io_context io;
+    const auto hedged = resilience::hedging_policy{}.max_attempts(2).delay(1h).clock(clock);
+    auto op = [&](const resilience::context& ctx) -> asio::awaitable<error_code> {
+      if (ctx.attempt == 1) co_return asio::error::connection_reset;  // not fatal: the hedge starts at once
+      co_return co_await l([&started] { return sleep_an_hour(&started); });
+    };
+    asio::co_spawn(io, hedged(op),
+                   [&completed, guard = live(live::handlers)](std::exception_ptr, auto&&...) { ++completed; });
+    while (io.poll() != 0) {
+    }
+    BOOST_REQUIRE_EQUAL(l.queued(), 1u);
+  }
+  BOOST_TEST(started == 0);
+  BOOST_TEST(completed == 0);
+  BOOST_TEST(live::handlers == 0, "completion handlers left after the context was destroyed");
+  BOOST_TEST(l.queued() == 0u, "a waiter was left in the queue");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
+
+// A waiter whose permit is free while the waiter ahead of it has not yet
+// resumed to take its own (that waiter's context is busy or stopped) must not
+// wake again and again at the same instant: it looks again later, backing
+// off. Two contexts, so that the head can be held back.
+BOOST_AUTO_TEST_CASE(a_waiter_behind_a_late_head_backs_off_instead_of_spinning) {
+  manual_clock clock;
+  const limiter l(rate_limiter_options{}.token_bucket(10, 1s, 10).max_wait(1h), clock);
+  BOOST_REQUIRE_EQUAL(take_all(l), 10);
+  asio::io_context head_io, next_io;
+  std::vector<int> admitted;
+  auto op = [&admitted](int id) {
+    return [&admitted, id]() -> asio::awaitable<error_code> {
+      admitted.push_back(id);
+      co_return error_code{};
+    };
+  };
+  asio::co_spawn(head_io, l(op(1)), asio::detached);
+  head_io.poll();
+  asio::co_spawn(next_io, l(op(2)), asio::detached);
+  next_io.poll();
+  BOOST_REQUIRE_EQUAL(l.queued(), 2u);
+
+  clock.advance(1s);  // a full bucket: permits for both, the head not run
+  // A spin would never let the context run out of ready handlers at this
+  // instant; a bound turns a hang into a failure.
+  int handlers = 0;
+  while (handlers < 1000 && next_io.poll_one() != 0) ++handlers;
+  BOOST_TEST(handlers < 1000, "the second waiter kept waking while virtual time stood still");
+  BOOST_TEST(admitted.empty(), "the second waiter went past the head");
+
+  head_io.restart();
+  head_io.poll();
+  BOOST_TEST(admitted == std::vector<int>{1});
+  // The second looks again after its back-off (at most a permit's spacing).
+  clock.advance(100ms);
+  next_io.restart();
+  next_io.poll();
+  BOOST_TEST((admitted == std::vector<int>{1, 2}));
+  BOOST_TEST(l.queued() == 0u);
+}
 
 BOOST_AUTO_TEST_SUITE(rate_limiter_options_validation)
 

@@ -35,7 +35,10 @@
 // once. A waiter takes its permit only when it resumes, so a cancelled one
 // never holds one and none is lost: the permit it would have had stays in
 // the limiter (a bucket keeps up to `burst`). Waiters behind it keep the
-// time they were given; they are not moved up.
+// time they were given; they are not moved up. A waiter whose permit is due
+// while a waiter ahead has not yet resumed to take its own (its executor
+// busy or stopped) looks again after 100 us, doubling up to a permit's
+// spacing, rather than waking again at the same instant.
 //
 // Every rejection reports rate_limit_rejection{reason, retry_after} to
 // on_rejected: retry_after is the time until a permit would be free for that
@@ -165,6 +168,7 @@ struct rate_limit_waiter {
   rate_limit_waiter* prev = nullptr;
   rate_limit_waiter* next = nullptr;
   bool queued = false;
+  std::uint8_t early_wakes = 0;  // woken with its permit free but a waiter ahead still there
 };
 
 // What the queue said to a call that found no permit free.
@@ -240,6 +244,9 @@ class rate_limiter_core {
   time_point bucket_permit_time(time_point now, std::uint64_t k) const noexcept;
   time_point window_permit_time(time_point now, std::uint64_t k) const noexcept;
   rate_limit_turn decide(time_point at, time_point now, time_point give_up, time_point deadline) const noexcept;
+  // The time between two permits at the configured rate (a segment for the
+  // sliding window).
+  duration permit_spacing() const noexcept;
   void unlink_locked(rate_limit_waiter& n) noexcept;
 
   rate_limiter_options options_;
@@ -257,15 +264,18 @@ class rate_limiter_core {
   rate_limit_waiter* tail_ = nullptr;
 };
 
-// Out of the queue, and the caller's slot left empty, however the wait ends
-// (a frame destroyed unresumed included).
+// Out of the queue however the wait ends (a frame destroyed unresumed
+// included). The caller's slot is emptied by the wait when it resumes
+// (leave_slot), never from here: a frame destroyed unresumed, as its context
+// shuts down, may outlive the signal behind that slot (a hedged attempt's).
 struct rate_limit_wait_guard {
   rate_limiter_core* core;
   rate_limit_waiter* node;
   boost::asio::cancellation_slot slot;
-  ~rate_limit_wait_guard() {
+  ~rate_limit_wait_guard() { core->withdraw(*node); }
+  void leave_slot() noexcept {
     if (slot.is_connected()) slot.clear();
-    core->withdraw(*node);
+    slot = {};
   }
 };
 
@@ -309,10 +319,14 @@ boost::asio::awaitable<error_code, Executor> rate_limit_queue(rate_limiter_core*
       timer.expires_at(turn.at);
       co_await timer.async_wait(
           asio::bind_cancellation_slot(timer_cancel.slot(), asio::as_tuple(asio::use_awaitable_t<Executor>{})));
-      if (cs.cancelled() != asio::cancellation_type::none) co_return asio::error::operation_aborted;
+      if (cs.cancelled() != asio::cancellation_type::none) {
+        guard.leave_slot();
+        co_return asio::error::operation_aborted;
+      }
       now = clock->now();
       turn = core->wake(node, now, give_up, deadline);
     }
+    guard.leave_slot();
   }
   if (turn.what == rate_limit_turn::kind::granted) co_return error_code{};
   core->report(turn.reason, turn.retry_after);
