@@ -818,6 +818,43 @@ BOOST_AUTO_TEST_CASE(an_io_context_destroyed_before_the_client_takes_its_idle_co
   }
 }
 
+// A client shared by two io_contexts: a socket's operations complete on the
+// context it was opened on, so a call on the other one must not be handed
+// it (it waited on a reactor nobody ran). At the limit of one connection,
+// the idle one of the other context makes room.
+BOOST_AUTO_TEST_CASE(a_client_shared_by_two_contexts_reuses_only_connections_of_the_callers_context) {
+  asio::io_context a, b;
+  manual_clock clock;
+  server srv(b);
+  std::vector<rhttp::close_reason> closed;
+  client_t c(quick().pool(rhttp::connection_pool_options{}.max_connections_per_host(1).on_closed(
+                 [&](std::string_view, rhttp::close_reason why) { closed.push_back(why); })),
+             clock);
+  completion<result_t> on_a;
+  spawn(a, call(c, srv.at(), get()), on_a);
+  for (int i = 0; i < 3000 && !on_a.done(); ++i) {  // a calls, b serves
+    if (a.stopped()) a.restart();
+    a.poll();
+    if (b.stopped()) b.restart();
+    b.run_one_for(std::chrono::milliseconds(1));
+  }
+  BOOST_REQUIRE(on_a.done());
+  BOOST_TEST(status_of(on_a) == 200u);
+  BOOST_REQUIRE(c.pool().idle_connections(srv.at()) == 1u);
+
+  for (int i = 1; i <= 2; ++i) {  // b alone: its own connection, opened once, then reused
+    completion<result_t> on_b;
+    spawn(b, call(c, srv.at(), get()), on_b);
+    BOOST_REQUIRE(run_until(b, [&] { return on_b.done(); }));
+    BOOST_TEST(status_of(on_b) == 200u);
+  }
+  BOOST_TEST(srv.accepted == 2);
+  BOOST_REQUIRE(closed.size() == 1u);
+  BOOST_TEST((closed[0] == rhttp::close_reason::other_context));
+  BOOST_TEST(c.pool().idle_connections(srv.at()) == 1u);
+  BOOST_TEST(!c.pool().try_reuse(srv.at(), a.get_executor()).has_value(), "a call on a would get b's connection");
+}
+
 BOOST_AUTO_TEST_CASE(resolves_a_host_name_and_sets_the_host_header) {
   asio::io_context io;
   manual_clock clock;

@@ -155,8 +155,10 @@ void pool_core::close_all(host& h, std::vector<std::unique_ptr<connection>>& out
 }
 
 pool_core::acquired pool_core::acquire(const std::string& key, time_point now,
-                                       const std::shared_ptr<pool_waiter>& waiter, bool idle_only) {
+                                       const std::shared_ptr<pool_waiter>& waiter,
+                                       const boost::asio::execution_context* on, bool idle_only) {
   std::vector<std::unique_ptr<connection>> expired;
+  std::unique_ptr<connection> made_room;
   acquired a{grant::busy, nullptr, nullptr};
   {
     std::lock_guard lock(mutex_);
@@ -168,22 +170,43 @@ pool_core::acquired pool_core::acquire(const std::string& key, time_point now,
     host& h = *slot;
     a.where = &h;
     close_all(h, expired, now, false);
-    if (!h.idle.empty()) {
+    // The most recently used of the caller's context: a socket's operations
+    // complete on the context it was opened on, so no other can use it.
+    auto mine = h.idle.end();
+    for (auto it = h.idle.end(); it != h.idle.begin();) {
+      --it;
+      if (!on || &(*it)->context() == on) {
+        mine = it;
+        break;
+      }
+    }
+    if (mine != h.idle.end()) {
       a.how = grant::reused;
-      a.conn = std::move(h.idle.back());
-      h.idle.pop_back();
+      a.conn = std::move(*mine);
+      h.idle.erase(mine);
     } else if (idle_only) {
       // busy: the caller opens or waits by another way
     } else if (h.open < options_.max_connections_per_host()) {
       a.how = grant::open_new;
       ++h.open;
+    } else if (!h.idle.empty()) {
+      // At the limit with idle connections of other contexts only: the
+      // oldest one's place passes to this call (`open` does not move).
+      made_room = std::move(h.idle.front());
+      h.idle.erase(h.idle.begin());
+      a.how = grant::open_new;
     } else if (waiter) {
       a.how = grant::queued;
       waiter->state = pool_waiter::status::queued;
+      waiter->context = on;
       h.waiters.push_back(waiter);
     }
   }
   for (std::size_t i = 0; i < expired.size(); ++i) report_closed(*a.where, close_reason::idle_timeout);
+  if (made_room) {
+    made_room.reset();
+    report_closed(*a.where, close_reason::other_context);
+  }
   return a;
 }
 
@@ -200,6 +223,7 @@ void pool_core::release(host& h, std::unique_ptr<connection> conn, bool keep, cl
                         time_point now) noexcept {
   std::shared_ptr<pool_waiter> first;
   std::vector<std::unique_ptr<connection>> expired;
+  std::unique_ptr<connection> other_context;
   const bool closing = conn && !keep;
   {
     std::lock_guard lock(mutex_);
@@ -208,6 +232,8 @@ void pool_core::release(host& h, std::unique_ptr<connection> conn, bool keep, cl
       first = std::move(h.waiters.front());
       h.waiters.pop_front();
       first->state = pool_waiter::status::granted;
+      // A waiter of another context cannot use it: it gets the place.
+      if (conn && first->context && &conn->context() != first->context) other_context = std::move(conn);
       first->granted_connection = std::move(conn);  // null: open a new one in this place
     } else if (conn) {
       conn->idle_since_ = now;
@@ -219,6 +245,10 @@ void pool_core::release(host& h, std::unique_ptr<connection> conn, bool keep, cl
   }
   if (closing) report_closed(h, why);
   for (std::size_t i = 0; i < expired.size(); ++i) report_closed(h, close_reason::idle_timeout);
+  if (other_context) {
+    other_context.reset();
+    report_closed(h, close_reason::other_context);
+  }
   if (first) first->wake();
 }
 
@@ -264,9 +294,7 @@ std::size_t pool_core::close_idle() noexcept {
 std::size_t pool_core::close_idle_on(const boost::asio::execution_context& ctx) noexcept {
   namespace asio = boost::asio;
   return sweep(
-      [&](const host&, connection& c) {
-        return &asio::query(c.socket().get_executor(), asio::execution::context) == &ctx;
-      },
+      [&](const host&, connection& c) { return &c.context() == &ctx; },
       close_reason::pool_closed);
 }
 

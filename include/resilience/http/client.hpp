@@ -481,7 +481,8 @@ class basic_client {
     std::optional<outcome<T>> out;
     try {
       time_point now = start;
-      std::optional<connection_lease> lease = pool_.reuse(key, now);
+      std::optional<connection_lease> lease =
+          pool_.reuse(key, now, &asio::query(executor, asio::execution::context));
       if (!lease) {
         // No idle connection: a wait for one, or a new one, under a bound of
         // its own (the pool's wait is a coroutine, which no slot reaches).

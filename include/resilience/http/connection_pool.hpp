@@ -35,10 +35,15 @@
 //
 // Lifetimes. The pool must outlive every call made through it (it cannot be
 // copied, and acquire() on a temporary does not compile). A connection
-// belongs to the execution context of the call that opened it; when that
-// context shuts down (an io_context destroyed before the pool), its idle
-// connections in the pool are closed then (close_reason::pool_closed), so
-// the pool may be declared before or after it.
+// belongs to the execution context of the call that opened it, and only
+// calls on that context reuse it: a pool (or client) shared by several
+// io_contexts keeps connections of each, within one max_connections_per_host()
+// (at the limit, an idle connection of another context is closed to make
+// room, close_reason::other_context, and one handed back to a waiter of
+// another context is closed and its place passed on). When a context shuts
+// down (an io_context destroyed before the pool), its idle connections in
+// the pool are closed then (close_reason::pool_closed), so the pool may be
+// declared before or after it.
 // Thread-safe; a connection is used by one call at a time.
 #pragma once
 
@@ -48,9 +53,12 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/execution/context.hpp>
+#include <boost/asio/execution_context.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/query.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -115,6 +123,7 @@ enum class close_reason : std::uint8_t {
   peer_closed,   // found closed by the server when about to be reused
   idle_timeout,  // idle for idle_timeout()
   pool_closed,   // close_idle(), or the pool's destruction
+  other_context, // idle, closed to make room for a call on another execution context
 };
 
 class connection_pool_options {
@@ -211,8 +220,8 @@ class connection {
   using tcp_stream = boost::beast::tcp_stream;
   using tls_stream = boost::beast::ssl_stream<boost::beast::tcp_stream>;
 
-  explicit connection(tcp_stream s) : stream_(std::in_place_type<tcp_stream>, std::move(s)) {}
-  explicit connection(tls_stream s) : stream_(std::in_place_type<tls_stream>, std::move(s)) {}
+  explicit connection(tcp_stream s) : context_(&context_of(s)), stream_(std::in_place_type<tcp_stream>, std::move(s)) {}
+  explicit connection(tls_stream s) : context_(&context_of(s)), stream_(std::in_place_type<tls_stream>, std::move(s)) {}
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
 
@@ -231,7 +240,17 @@ class connection {
   // non-blocking peek at an idle socket.
   bool peer_closed() noexcept;
 
+  // The execution context its socket belongs to: only calls on that context
+  // can use it (its reactor completes the socket's operations).
+  const boost::asio::execution_context& context() const noexcept { return *context_; }
+
  private:
+  template <class Stream>
+  static boost::asio::execution_context& context_of(Stream& s) noexcept {
+    return boost::asio::query(s.get_executor(), boost::asio::execution::context);
+  }
+
+  const boost::asio::execution_context* context_;
   std::variant<tcp_stream, tls_stream> stream_;
   boost::beast::flat_buffer buffer_;
   time_point idle_since_{};
@@ -248,6 +267,7 @@ class pool_core;
 struct pool_waiter {
   enum class status : std::uint8_t { queued, granted, left };
   status state = status::queued;
+  const boost::asio::execution_context* context = nullptr;  // the waiting call's
   std::unique_ptr<connection> granted_connection;  // null: a place to open one in
   virtual ~pool_waiter() = default;
   virtual void wake() noexcept = 0;
@@ -269,12 +289,13 @@ class pool_core {
   pool_core(const pool_core&) = delete;
   pool_core& operator=(const pool_core&) = delete;
 
-  // An idle connection of `key` (the most recently used), else room to open
-  // one, else busy; with `waiter`, busy queues it instead. `idle_only`: an
-  // idle connection or busy. Closes expired idle connections of that key on
-  // the way.
+  // An idle connection of `key` on the caller's context `on` (the most
+  // recently used; null: any context), else room to open one (an idle
+  // connection of another context closed for it if need be), else busy;
+  // with `waiter`, busy queues it instead. `idle_only`: an idle connection
+  // or busy. Closes expired idle connections of that key on the way.
   acquired acquire(const std::string& key, time_point now, const std::shared_ptr<pool_waiter>& waiter,
-                   bool idle_only = false);
+                   const boost::asio::execution_context* on, bool idle_only = false);
   // Takes a waiter out of the queue; false when it was granted meanwhile.
   bool withdraw(host& h, pool_waiter& w) noexcept;
   // Gives a place back: `conn` kept idle (since `now`) when `keep`, closed
@@ -380,8 +401,14 @@ class basic_connection_pool {
   boost::asio::awaitable<lease_result> acquire(const endpoint&, time_point = time_point::max()) && = delete;
 
   // An idle connection to `to` that its peer has not closed, at once; none
-  // if there is none. Nothing is opened or waited for.
-  std::optional<connection_lease> try_reuse(const endpoint& to) { return reuse(to.key(), clock_.now()); }
+  // if there is none. Nothing is opened or waited for. With `ex`, only one
+  // of ex's execution context, the one a caller on `ex` can use; without,
+  // one of any context (for a pool that serves only one).
+  std::optional<connection_lease> try_reuse(const endpoint& to) { return reuse(to.key(), clock_.now(), nullptr); }
+  template <class Executor>
+  std::optional<connection_lease> try_reuse(const endpoint& to, const Executor& ex) {
+    return reuse(to.key(), clock_.now(), &boost::asio::query(ex, boost::asio::execution::context));
+  }
 
   std::size_t close_expired() noexcept { return core_.close_expired(clock_.now()); }
   std::size_t close_idle() noexcept { return core_.close_idle(); }
@@ -428,11 +455,12 @@ class basic_connection_pool {
     }
   };
 
-  // `now`: the caller's reading of the clock.
-  std::optional<connection_lease> reuse(const std::string& key, time_point now) {
+  // `now`: the caller's reading of the clock; `on`: the caller's context.
+  std::optional<connection_lease> reuse(const std::string& key, time_point now,
+                                        const boost::asio::execution_context* on) {
     sweep_now_and_then(now);
     for (;;) {
-      pool_core::acquired a = core_.acquire(key, now, nullptr, true);
+      pool_core::acquired a = core_.acquire(key, now, nullptr, on, true);
       if (a.how != pool_core::grant::reused) return std::nullopt;
       std::optional<connection_lease> lease(std::in_place, core_, *a.where, std::move(a.conn));
       if (!(*lease)->peer_closed()) {
@@ -451,17 +479,18 @@ class basic_connection_pool {
     const auto cs = co_await asio::this_coro::cancellation_state;
     if (cs.cancelled() != asio::cancellation_type::none) co_return asio::error::operation_aborted;
     const std::string key = to->key();
+    using executor_type = asio::any_io_executor;
+    const executor_type ex = co_await asio::this_coro::executor;
+    const asio::execution_context* const on = &asio::query(ex, asio::execution::context);
     sweep_now_and_then();
     for (;;) {
-      pool_core::acquired a = core_.acquire(key, clock_.now(), nullptr);
+      pool_core::acquired a = core_.acquire(key, clock_.now(), nullptr, on);
       if (a.how == pool_core::grant::busy) {
         if (!core_.options().wait_for_connection()) co_return error::bulkhead_full;
         if (clock_.now() >= deadline) co_return error::deadline_exceeded;
-        using executor_type = asio::any_io_executor;
-        const executor_type ex = co_await asio::this_coro::executor;
         auto w = std::make_shared<waiter<executor_type>>(clock_, ex);
         w->self = w;
-        a = core_.acquire(key, clock_.now(), w);
+        a = core_.acquire(key, clock_.now(), w, on);
         if (a.how == pool_core::grant::queued) {
           queue_guard guard{&core_, a.where, w.get()};
           w->timer.expires_at(deadline);
