@@ -14,10 +14,12 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/stream_traits.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/file_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
@@ -33,11 +35,15 @@
 #include <openssl/x509v3.h>
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -70,6 +76,10 @@ struct step {
   bool half_close = false;
   // Answers with this Content-Length and no body, as a server answers HEAD.
   std::optional<std::size_t> headers_only_length = std::nullopt;
+  // Raw bytes sent with the response, in the same write: before it (interim
+  // 1xx responses) and after it (bytes nobody asked for).
+  std::string before = {};
+  std::string after = {};
 };
 
 struct server {
@@ -157,7 +167,16 @@ struct server {
       res.body() = "reply " + std::to_string(k);
       res.keep_alive(!st.close);
       res.prepare_payload();
-      auto [wec, wn] = co_await bhttp::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
+      error_code wec;
+      if (st.before.empty() && st.after.empty()) {
+        std::tie(wec, std::ignore) = co_await bhttp::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
+      } else {
+        std::ostringstream serialized;
+        serialized << res;
+        const std::string raw = st.before + serialized.str() + st.after;
+        std::tie(wec, std::ignore) =
+            co_await asio::async_write(stream, asio::buffer(raw), asio::as_tuple(asio::use_awaitable));
+      }
       if (!wec && st.half_close) {
         auto& socket = beast::get_lowest_layer(stream).socket();
         socket.shutdown(tcp::socket::shutdown_send);
@@ -853,6 +872,81 @@ BOOST_AUTO_TEST_CASE(a_client_shared_by_two_contexts_reuses_only_connections_of_
   BOOST_TEST((closed[0] == rhttp::close_reason::other_context));
   BOOST_TEST(c.pool().idle_connections(srv.at()) == 1u);
   BOOST_TEST(!c.pool().try_reuse(srv.at(), a.get_executor()).has_value(), "a call on a would get b's connection");
+}
+
+// Interim responses (103 Early Hints, 100 Continue) precede the final one:
+// the caller gets the final response, and the next request on the kept
+// connection gets its own (the 200 used to be left for it).
+BOOST_AUTO_TEST_CASE(reads_past_interim_responses_to_the_final_one) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) {
+    step st;
+    if (n == 1)
+      st.before = "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
+                  "HTTP/1.1 100 Continue\r\n\r\n";
+    return st;
+  };
+  client_t c(quick(), clock);
+  for (int i = 1; i <= 2; ++i) {
+    completion<result_t> done;
+    spawn(io, call(c, srv.at(), get()), done);
+    BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+    BOOST_TEST(status_of(done) == 200u);
+    BOOST_TEST((*done.value)->body() == "reply " + std::to_string(i));
+  }
+  BOOST_TEST(srv.accepted == 1);
+}
+
+// Bytes after a response were asked for by nobody: a connection holding
+// them is not reused, or the next request would read them as its answer.
+BOOST_AUTO_TEST_CASE(a_connection_with_bytes_after_its_response_is_not_reused) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) {
+    step st;
+    if (n == 1) st.after = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nSTALE";
+    return st;
+  };
+  client_t c(quick(), clock);
+  for (int i = 1; i <= 2; ++i) {
+    completion<result_t> done;
+    spawn(io, call(c, srv.at(), get()), done);
+    BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+    BOOST_TEST(status_of(done) == 200u);
+    BOOST_TEST((*done.value)->body() == "reply " + std::to_string(i));
+  }
+  BOOST_TEST(srv.accepted == 2);
+}
+
+// A file body is read from the file as it is sent: a retried PUT sends the
+// whole file again (the second attempt used to send nothing and fail).
+BOOST_AUTO_TEST_CASE(a_retried_file_body_is_sent_whole_again) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::respond, 503} : step{}; };
+  const std::string path = "http_client_tests_file_body.txt";
+  {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f << "the file's contents";
+  }
+  bhttp::request<bhttp::file_body> put{bhttp::verb::put, "/upload", 11};
+  beast::error_code ec;
+  put.body().open(path.c_str(), beast::file_mode::scan, ec);
+  BOOST_REQUIRE(!ec);
+  put.prepare_payload();
+  client_t c(quick(), clock);
+  completion<result_t> done;
+  spawn(io, call(c, srv.at(), std::move(put)), done);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST(status_of(done) == 200u);
+  BOOST_REQUIRE(srv.seen.size() == 2u);
+  BOOST_TEST(srv.seen[0].body() == "the file's contents");
+  BOOST_TEST(srv.seen[1].body() == "the file's contents");
+  std::remove(path.c_str());
 }
 
 BOOST_AUTO_TEST_CASE(resolves_a_host_name_and_sets_the_host_header) {

@@ -78,6 +78,7 @@
 #include <boost/system/result.hpp>
 
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -322,6 +323,31 @@ struct client_retry_hook {
 template <class T>
 inline constexpr bool dependent_false = false;
 
+// A body read from a file as it is written (Beast's file_body): its writer
+// starts at the file's position, so a retry must put it back.
+template <class V>
+concept file_backed_body = requires(V& v, boost::system::error_code& ec) {
+  { v.file().pos(ec) } -> std::convertible_to<std::uint64_t>;
+  v.file().seek(std::uint64_t{}, ec);
+};
+template <class V>
+std::uint64_t body_position(V& v) noexcept {
+  if constexpr (file_backed_body<V>) {
+    boost::system::error_code ec;
+    const std::uint64_t at = v.file().pos(ec);
+    return ec ? 0 : at;
+  } else {
+    return 0;
+  }
+}
+template <class V>
+void rewind_body(V& v, [[maybe_unused]] std::uint64_t to) noexcept {
+  if constexpr (file_backed_body<V>) {
+    boost::system::error_code ignored;  // a file that cannot seek fails the next write instead
+    v.file().seek(to, ignored);
+  }
+}
+
 }  // namespace detail
 
 template <resilience::clock Clock = steady_clock>
@@ -512,28 +538,45 @@ class basic_client {
           }
           ctx.set(request_may_have_been_sent, true);
           const auto in_bound = [&] { return asio::bind_cancellation_slot(bound.slot(), asio::as_tuple(asio::use_awaitable)); };
+          // A file body is read from the file's position as it is written:
+          // every attempt starts where the first one did.
+          const auto body_start = http::detail::body_position(req.body());
           bound.forward(caller);
           auto [write_error, written] =
               co_await conn.visit([&](auto& stream) { return bhttp::async_write(stream, req, in_bound()); });
+          http::detail::rewind_body(req.body(), body_start);
           if (write_error) {
             out.emplace(outcome<T>::from_error(write_error));
           } else if (!bound.fired() && caller.cancelled() == asio::cancellation_type::none) {
-            bhttp::response_parser<ResBody> parser;
-            parser.body_limit(options_.max_response_body());
-            // A response to HEAD has no body, whatever its Content-Length says.
-            if (req.method() == bhttp::verb::head) parser.skip(true);
-            bound.forward(caller);
-            auto [read_error, read] = co_await conn.visit(
-                [&](auto& stream) { return bhttp::async_read(stream, conn.buffer(), parser, in_bound()); });
+            // Interim responses (1xx but 101, RFC 9110 §15.2: 100 Continue,
+            // 103 Early Hints) come before the final one on the connection:
+            // read past them, so that no caller gets an interim status and no
+            // final response is left for the connection's next request.
+            std::optional<bhttp::response_parser<ResBody>> parser;
+            error_code read_error;
+            for (;;) {
+              parser.emplace();
+              parser->body_limit(options_.max_response_body());
+              // A response to HEAD has no body, whatever its Content-Length says.
+              if (req.method() == bhttp::verb::head) parser->skip(true);
+              bound.forward(caller);
+              auto [ec, read] = co_await conn.visit(
+                  [&](auto& stream) { return bhttp::async_read(stream, conn.buffer(), *parser, in_bound()); });
+              read_error = ec;
+              const unsigned status = parser->get().result_int();
+              if (ec || status < 100 || status >= 200 || status == 101) break;
+            }
             if (read_error) {
               out.emplace(outcome<T>::from_error(read_error));
             } else {
-              if (parser.get().keep_alive() && req.keep_alive()) {
+              // Bytes after the response were asked for by nobody: the next
+              // request on this connection would read them as its answer.
+              if (parser->get().keep_alive() && req.keep_alive() && conn.buffer().size() == 0) {
                 lease->keep_alive(clock_.now());
               } else {
                 lease->close(close_reason::not_reusable);
               }
-              out.emplace(std::in_place, parser.release());
+              out.emplace(std::in_place, parser->release());
             }
           }
         }

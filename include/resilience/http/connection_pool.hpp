@@ -119,7 +119,7 @@ struct endpoint {
 // Why a connection was closed, as on_closed reports it.
 enum class close_reason : std::uint8_t {
   failed,        // an error, timeout, cancellation or exception during its exchange (or before it)
-  not_reusable,  // the response (or request) said Connection: close
+  not_reusable,  // the response (or request) said Connection: close, or bytes followed the response
   peer_closed,   // found closed by the server when about to be reused
   idle_timeout,  // idle for idle_timeout()
   pool_closed,   // close_idle(), or the pool's destruction
