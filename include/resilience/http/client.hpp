@@ -24,8 +24,9 @@
 //                    not retried);
 //   attempt timeout  each attempt: a connection (reused, waited for, or
 //                    opened), the request written, the response read.
-// The result is boost::system::result<response>: a response of any status
-// (a 503 that retries did not cure is returned as is), or the error that
+// The result is boost::system::result<response>: a final response of any
+// status (interim 1xx ones are read past; a 503 that retries did not cure is
+// returned as is), or the error that
 // ended the call — the last attempt's own, or error::timeout,
 // deadline_exceeded, circuit_open, bulkhead_full (no connection and
 // wait_for_connection(false)). Cancelling the caller ends it with
