@@ -246,8 +246,7 @@ rate_limit_turn rate_limiter_core::wake(rate_limit_waiter& n, time_point now, ti
     // doubling each time.
     const duration first_step = std::chrono::microseconds(100);
     const duration cap = std::max(permit_spacing(), first_step);
-    const int doublings = std::min<int>(n.early_wakes, 20);
-    const duration step = first_step.count() > (cap.count() >> doublings) ? cap : first_step * (1 << doublings);
+    const duration step = std::min(cap, first_step * (std::int64_t{1} << std::min<int>(n.early_wakes, 20)));
     if (n.early_wakes < 255) ++n.early_wakes;
     at = saturating_add(now, step);
     if (give_up > now) at = std::min(at, give_up);
