@@ -438,14 +438,29 @@ BOOST_AUTO_TEST_CASE(reuses_a_kept_alive_connection_until_the_server_says_close)
   BOOST_TEST(c.pool().idle_connections(srv.at()) == 1u);
 }
 
-BOOST_AUTO_TEST_CASE(notices_a_server_that_closed_an_idle_connection_before_reusing_it) {
+// A server ends a kept-alive connection after answering the first request
+// (a FIN, after saying keep-alive); `second` is then sent. Returns what the
+// second call's client reported: the connections it closed, its attempts,
+// and the bytes the second request left on the closed connection.
+struct after_a_closed_connection {
+  unsigned status = 0;
+  std::vector<rhttp::close_reason> closed;
+  std::uint32_t attempts = 0;
+  std::size_t bytes_left_on_the_closed_one = 0;
+  int accepted = 0;
+  int requests = 0;
+};
+template <class Req>
+after_a_closed_connection send_after_the_server_closed_its_connection(Req second) {
   asio::io_context io;
   manual_clock clock;
   server srv(io);
   srv.script = [](int n) { return n == 1 ? step{step::respond, 200, {}, false, true} : step{}; };
-  std::vector<rhttp::close_reason> closed;
-  client_t c(quick().pool(rhttp::connection_pool_options{}.on_closed(
-                 [&](std::string_view, rhttp::close_reason why) { closed.push_back(why); })),
+  after_a_closed_connection seen;
+  client_t c(quick()
+                 .pool(rhttp::connection_pool_options{}.on_closed(
+                     [&](std::string_view, rhttp::close_reason why) { seen.closed.push_back(why); }))
+                 .on_call_finished([&](const rhttp::client_call_event& e) { seen.attempts = e.attempts; }),
              clock);
   completion<result_t> first;
   spawn(io, call(c, srv.at(), get()), first);
@@ -453,14 +468,79 @@ BOOST_AUTO_TEST_CASE(notices_a_server_that_closed_an_idle_connection_before_reus
   BOOST_TEST(status_of(first) == 200u);
   BOOST_TEST(c.pool().idle_connections(srv.at()) == 1u);  // kept: the response said keep-alive
   BOOST_REQUIRE(run_until(io, [&] { return srv.held.size() == 1u && fin_acknowledged(srv.held[0]); }));
-  completion<result_t> second;
-  spawn(io, call(c, srv.at(), get()), second);
-  BOOST_REQUIRE(run_until(io, [&] { return second.done(); }));
-  BOOST_TEST(status_of(second) == 200u);
-  BOOST_REQUIRE(closed.size() == 1u);
-  BOOST_TEST((closed[0] == rhttp::close_reason::peer_closed));  // found before a byte was written
-  BOOST_TEST(srv.accepted == 2);
-  BOOST_TEST(srv.requests == 2);  // none lost on the closed connection
+  completion<result_t> done;
+  spawn(io, call(c, srv.at(), std::move(second)), done);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  seen.status = status_of(done);
+  seen.bytes_left_on_the_closed_one = srv.held[0].available();
+  seen.accepted = srv.accepted;
+  seen.requests = srv.requests;
+  const after_a_closed_connection now = seen;  // not what the client's end closes
+  return now;
+}
+
+// A request that may not be sent twice (a POST without an Idempotency-Key)
+// is never written to a connection the server closed: it is looked at first.
+BOOST_AUTO_TEST_CASE(notices_a_server_that_closed_an_idle_connection_before_reusing_it) {
+  const auto seen = send_after_the_server_closed_its_connection(post("{}"));
+  BOOST_TEST(seen.status == 200u);
+  BOOST_REQUIRE(seen.closed.size() == 1u);
+  BOOST_TEST((seen.closed[0] == rhttp::close_reason::peer_closed));
+  BOOST_TEST(seen.bytes_left_on_the_closed_one == 0u);  // found before a byte was written
+  BOOST_TEST(seen.attempts == 1u);
+  BOOST_TEST(seen.accepted == 2);
+  BOOST_TEST(seen.requests == 2);  // none lost on the closed connection
+}
+
+// A GET takes the idle connection without looking (a syscall on every
+// reuse); finding it closed as the answer should begin, it goes again on a
+// new connection within the same attempt, unseen by the retry and breaker.
+BOOST_AUTO_TEST_CASE(a_get_that_finds_its_connection_closed_is_sent_again_within_the_attempt) {
+  const auto seen = send_after_the_server_closed_its_connection(get());
+  BOOST_TEST(seen.status == 200u);
+  BOOST_REQUIRE(seen.closed.size() == 1u);
+  BOOST_TEST((seen.closed[0] == rhttp::close_reason::peer_closed));
+  BOOST_TEST(seen.bytes_left_on_the_closed_one > 0u);  // written there first
+  BOOST_TEST(seen.attempts == 1u);
+  BOOST_TEST(seen.accepted == 2);
+  BOOST_TEST(seen.requests == 2);
+}
+
+// An idempotent request is sent again once within an attempt, and that
+// time on a connection looked at: a second closed one is found, not used.
+BOOST_AUTO_TEST_CASE(a_get_is_sent_again_at_most_once_per_attempt) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  // Two calls at once open two connections; both say keep-alive, then end.
+  srv.script = [](int n) { return n <= 2 ? step{step::hold, 200, {}, false, true} : step{}; };
+  std::vector<rhttp::close_reason> closed;
+  std::uint32_t attempts = 0;
+  client_t c(quick()
+                 .pool(rhttp::connection_pool_options{}.on_closed(
+                     [&](std::string_view, rhttp::close_reason why) { closed.push_back(why); }))
+                 .on_call_finished([&](const rhttp::client_call_event& e) { attempts = e.attempts; }),
+             clock);
+  completion<result_t> one, two;
+  spawn(io, call(c, srv.at(), get()), one);
+  spawn(io, call(c, srv.at(), get()), two);
+  BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 2; }));
+  srv.open_gate();
+  BOOST_REQUIRE(run_until(io, [&] {
+    return one.done() && two.done() && srv.held.size() == 2u && fin_acknowledged(srv.held[0]) &&
+           fin_acknowledged(srv.held[1]);
+  }));
+  BOOST_REQUIRE(c.pool().idle_connections(srv.at()) == 2u);
+  completion<result_t> third;
+  spawn(io, call(c, srv.at(), get()), third);
+  BOOST_REQUIRE(run_until(io, [&] { return third.done(); }));
+  BOOST_TEST(status_of(third) == 200u);
+  BOOST_TEST(attempts == 1u);
+  BOOST_TEST((closed == std::vector{rhttp::close_reason::peer_closed, rhttp::close_reason::peer_closed}));
+  // Written to one closed connection only; the other was looked at first.
+  BOOST_TEST((srv.held[0].available() > 0u) != (srv.held[1].available() > 0u));
+  BOOST_TEST(srv.accepted == 3);
+  BOOST_TEST(srv.requests == 3);
 }
 
 BOOST_AUTO_TEST_CASE(closes_connections_idle_past_the_idle_timeout) {

@@ -18,6 +18,17 @@ namespace resilience::http {
 // The classifier recognises a truncated TLS stream without OpenSSL's headers.
 static_assert(boost::asio::ssl::error::stream_truncated == detail::ssl_stream_truncated);
 
+namespace detail {
+bool closed_before_answering(const error_code& ec, bool got_some) noexcept {
+  namespace asio = boost::asio;
+  if (ec == boost::beast::http::error::end_of_stream) return true;  // the end, before any octet
+  if (got_some) return false;
+  return ec == asio::error::broken_pipe || ec == asio::error::connection_reset ||
+         ec == asio::error::connection_aborted || ec == asio::error::eof ||
+         ec == asio::ssl::error::stream_truncated;
+}
+}  // namespace detail
+
 std::string endpoint::key() const {
   std::string k = host;
   k += ':';

@@ -324,6 +324,11 @@ struct client_retry_hook {
 template <class T>
 inline constexpr bool dependent_false = false;
 
+// Whether an exchange on a kept-alive connection failed as one the server
+// had closed fails: the write refused, or the read ended (end of stream, a
+// reset, a TLS stream cut short) before a byte of a response.
+bool closed_before_answering(const boost::system::error_code& ec, bool got_some) noexcept;
+
 // A body read from a file as it is written (Beast's file_body): its writer
 // starts at the file's position, so a retry must put it back.
 template <class V>
@@ -507,80 +512,105 @@ class basic_client {
     bool bounded = false;
     std::optional<outcome<T>> out;
     try {
+      // A request that may be sent twice takes an idle connection without
+      // the peek (a syscall on every reuse): if the server had closed it, the
+      // exchange fails before a byte of a response arrives, and the request
+      // goes once more, on a connection checked or new, within this attempt.
+      const bool replayable = ctx.value_or(http::idempotent, false);
+      const asio::execution_context* const on = &asio::query(executor, asio::execution::context);
       time_point now = start;
-      std::optional<connection_lease> lease =
-          pool_.reuse(key, now, &asio::query(executor, asio::execution::context));
-      if (!lease) {
-        // No idle connection: a wait for one, or a new one, under a bound of
-        // its own (the pool's wait is a coroutine, which no slot reaches).
-        auto acquired = co_await resilience::detail::run_bounded<lease_result, asio::any_io_executor>(
-            [this, &to] { return pool_.acquire(to); }, ctx, clock_, options_.attempt_timeout(),
-            asio::cancellation_type::terminal);
-        if (acquired) {
-          lease.emplace(std::move(*acquired));
-        } else {
-          out.emplace(outcome<T>::from_error(acquired.error()));
+      for (bool check_peer = !replayable;;) {
+        std::optional<connection_lease> lease = pool_.reuse(key, now, on, check_peer);
+        const bool unchecked = lease && !check_peer;
+        if (!lease) {
+          // No idle connection: a wait for one, or a new one, under a bound of
+          // its own (the pool's wait is a coroutine, which no slot reaches).
+          auto acquired = co_await resilience::detail::run_bounded<lease_result, asio::any_io_executor>(
+              [this, &to] { return pool_.acquire(to); }, ctx, clock_, options_.attempt_timeout(),
+              asio::cancellation_type::terminal);
+          if (acquired) {
+            lease.emplace(std::move(*acquired));
+          } else {
+            out.emplace(outcome<T>::from_error(acquired.error()));
+          }
+          now = clock_.now();
         }
-        now = clock_.now();
-      }
-      if (lease && caller.cancelled() == asio::cancellation_type::none) {
+        if (!lease || caller.cancelled() != asio::cancellation_type::none) break;
         if (now >= bound_at) {
           out.emplace(outcome<T>::from_error(reason));
-        } else {
-          if (bound_at != time_point::max())
-            bound.arm(clock_, executor, bound_at, asio::cancellation_type::terminal);
-          bounded = true;
-          connection& conn = lease->conn();
-          if (const auto& header = options_.deadline_header()) {
-            // The attempt's own bound, less the margin for the way back.
-            const time_point sent =
-                bound_at == time_point::max() ? bound_at : saturating_add(bound_at, -options_.deadline_margin());
-            header->write(req, sent, now);
-          }
-          ctx.set(request_may_have_been_sent, true);
-          const auto in_bound = [&] { return asio::bind_cancellation_slot(bound.slot(), asio::as_tuple(asio::use_awaitable)); };
-          // A file body is read from the file's position as it is written:
-          // every attempt starts where the first one did.
-          const auto body_start = http::detail::body_position(req.body());
-          bound.forward(caller);
-          auto [write_error, written] =
-              co_await conn.visit([&](auto& stream) { return bhttp::async_write(stream, req, in_bound()); });
-          http::detail::rewind_body(req.body(), body_start);
-          if (write_error) {
-            out.emplace(outcome<T>::from_error(write_error));
-          } else if (!bound.fired() && caller.cancelled() == asio::cancellation_type::none) {
-            // Interim responses (1xx but 101, RFC 9110 §15.2: 100 Continue,
-            // 103 Early Hints) come before the final one on the connection:
-            // read past them, so that no caller gets an interim status and no
-            // final response is left for the connection's next request.
-            std::optional<bhttp::response_parser<ResBody>> parser;
-            error_code read_error;
-            for (;;) {
-              parser.emplace();
-              parser->body_limit(options_.max_response_body());
-              // A response to HEAD has no body, whatever its Content-Length says.
-              if (req.method() == bhttp::verb::head) parser->skip(true);
-              bound.forward(caller);
-              auto [ec, read] = co_await conn.visit(
-                  [&](auto& stream) { return bhttp::async_read(stream, conn.buffer(), *parser, in_bound()); });
-              read_error = ec;
-              const unsigned status = parser->get().result_int();
-              if (ec || status < 100 || status >= 200 || status == 101) break;
-            }
-            if (read_error) {
-              out.emplace(outcome<T>::from_error(read_error));
-            } else {
-              // Bytes after the response were asked for by nobody: the next
-              // request on this connection would read them as its answer.
-              if (parser->get().keep_alive() && req.keep_alive() && conn.buffer().size() == 0) {
-                lease->keep_alive(clock_.now());
-              } else {
-                lease->close(close_reason::not_reusable);
-              }
-              out.emplace(std::in_place, parser->release());
-            }
-          }
+          break;
         }
+        if (!bounded && bound_at != time_point::max())
+          bound.arm(clock_, executor, bound_at, asio::cancellation_type::terminal);
+        bounded = true;
+        connection& conn = lease->conn();
+        if (const auto& header = options_.deadline_header()) {
+          // The attempt's own bound, less the margin for the way back.
+          const time_point sent =
+              bound_at == time_point::max() ? bound_at : saturating_add(bound_at, -options_.deadline_margin());
+          header->write(req, sent, now);
+        }
+        ctx.set(request_may_have_been_sent, true);
+        const auto in_bound = [&] { return asio::bind_cancellation_slot(bound.slot(), asio::as_tuple(asio::use_awaitable)); };
+        // Closed by the server while idle, as far as this exchange can tell.
+        const auto stale = [&](const error_code& ec, bool got_some) {
+          return unchecked && !bound.fired() && caller.cancelled() == asio::cancellation_type::none &&
+                 http::detail::closed_before_answering(ec, got_some);
+        };
+        // A file body is read from the file's position as it is written:
+        // every attempt starts where the first one did.
+        const auto body_start = http::detail::body_position(req.body());
+        bound.forward(caller);
+        auto [write_error, written] =
+            co_await conn.visit([&](auto& stream) { return bhttp::async_write(stream, req, in_bound()); });
+        http::detail::rewind_body(req.body(), body_start);
+        if (write_error) {
+          if (stale(write_error, false)) {
+            lease->close(close_reason::peer_closed);
+            check_peer = true;
+            continue;
+          }
+          out.emplace(outcome<T>::from_error(write_error));
+          break;
+        }
+        if (bound.fired() || caller.cancelled() != asio::cancellation_type::none) break;
+        // Interim responses (1xx but 101, RFC 9110 §15.2: 100 Continue,
+        // 103 Early Hints) come before the final one on the connection:
+        // read past them, so that no caller gets an interim status and no
+        // final response is left for the connection's next request.
+        std::optional<bhttp::response_parser<ResBody>> parser;
+        error_code read_error;
+        bool interim = false;
+        for (;; interim = true) {
+          parser.emplace();
+          parser->body_limit(options_.max_response_body());
+          // A response to HEAD has no body, whatever its Content-Length says.
+          if (req.method() == bhttp::verb::head) parser->skip(true);
+          bound.forward(caller);
+          auto [ec, read] = co_await conn.visit(
+              [&](auto& stream) { return bhttp::async_read(stream, conn.buffer(), *parser, in_bound()); });
+          read_error = ec;
+          const unsigned status = parser->get().result_int();
+          if (ec || status < 100 || status >= 200 || status == 101) break;
+        }
+        if (read_error) {
+          if (!interim && stale(read_error, parser->got_some())) {
+            lease->close(close_reason::peer_closed);
+            check_peer = true;
+            continue;
+          }
+          out.emplace(outcome<T>::from_error(read_error));
+          break;
+        }
+        // Bytes after the response were asked for by nobody: the next
+        // request on this connection would read them as its answer.
+        if (parser->get().keep_alive() && req.keep_alive() && conn.buffer().size() == 0) {
+          lease->keep_alive(clock_.now());
+        } else {
+          lease->close(close_reason::not_reusable);
+        }
+        out.emplace(std::in_place, parser->release());
+        break;
       }
     } catch (...) {
       out.emplace(outcome<T>::from_current_exception());

@@ -456,14 +456,16 @@ class basic_connection_pool {
   };
 
   // `now`: the caller's reading of the clock; `on`: the caller's context.
+  // Without `check_peer`, no peek (a syscall): the caller knows a request
+  // that finds the connection closed can be sent again on another.
   std::optional<connection_lease> reuse(const std::string& key, time_point now,
-                                        const boost::asio::execution_context* on) {
+                                        const boost::asio::execution_context* on, bool check_peer = true) {
     sweep_now_and_then(now);
     for (;;) {
       pool_core::acquired a = core_.acquire(key, now, nullptr, on, true);
       if (a.how != pool_core::grant::reused) return std::nullopt;
       std::optional<connection_lease> lease(std::in_place, core_, *a.where, std::move(a.conn));
-      if (!(*lease)->peer_closed()) {
+      if (!check_peer || !(*lease)->peer_closed()) {
         ++(*lease)->reuses_;
         return lease;
       }
