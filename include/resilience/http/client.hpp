@@ -38,7 +38,11 @@
 // server in deadline_header(), when one is set, less deadline_margin().
 // Connections are kept alive and reused per endpoint (connection_pool.hpp):
 // one whose exchange failed, timed out or was cancelled is closed, never
-// reused. The request is taken by value, the call keeping its own copy, or
+// reused. A request that may be sent twice takes an idle connection without
+// checking it (a syscall); if the server had closed it, the exchange fails
+// before a byte of the answer, and the request goes once more within the
+// same attempt, on a connection checked or new. Other requests are sent only
+// on a connection checked first. The request is taken by value, the call keeping its own copy, or
 // by std::ref: then the call sets Host, Content-Length and the deadline
 // header on the caller's request, which must outlive the call and not be
 // used elsewhere meanwhile.

@@ -17,7 +17,10 @@
 // support only terminal cancellation: the stream is unusable after one), an
 // exception, a coroutine frame destroyed unresumed — closes the connection.
 // A reused connection is first checked for a peer that has closed it meanwhile
-// (a non-blocking peek); one found closed is replaced.
+// (a non-blocking peek); one found closed is replaced. (http::client skips
+// the check, a syscall, for a request it may send twice: it sends such a
+// request once more when the exchange on a reused connection ends before a
+// byte of the answer.)
 //
 // Limits. At most max_connections_per_host() connections per key, idle or in
 // use. A caller finding them all in use waits, first come first served, until
