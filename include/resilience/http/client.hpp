@@ -487,15 +487,14 @@ class basic_client {
     co_return res;
   }
 
-  // One attempt: the breaker's permit, a connection, the exchange, all in
-  // this one frame. The exchange on a reused connection is bounded without
-  // a child coroutine: its reads and writes are started in the bound's slot.
+  // One attempt: the breaker's permit, a connection, then the exchange on it
+  // (a frame of its own: one frame of both would pass the 1,020 bytes that
+  // Asio's frame cache recycles, and be allocated on every attempt).
   template <class ResBody, class Request>
   boost::asio::awaitable<result<ResBody>> attempt(const endpoint& to, const std::string& key, Request& req,
                                                   breaker_type& breaker, std::uint32_t& attempts,
                                                   const context& ctx) {
     namespace asio = boost::asio;
-    namespace bhttp = boost::beast::http;
     using T = result<ResBody>;
     const auto caller = co_await asio::this_coro::cancellation_state;
     if (caller.cancelled() != asio::cancellation_type::none) co_return error_code(asio::error::operation_aborted);
@@ -508,12 +507,9 @@ class basic_client {
     const time_point start = clock_.now();
     const time_point own = saturating_add(start, options_.attempt_timeout());
     const bool deadline_first = ctx.deadline <= own;
-    const time_point bound_at = deadline_first ? ctx.deadline : own;
-    const error_code reason = deadline_first ? error::deadline_exceeded : error::timeout;
+    const bounded_by bound{deadline_first ? ctx.deadline : own,
+                           deadline_first ? error::deadline_exceeded : error::timeout};
 
-    const auto executor = co_await asio::this_coro::executor;
-    resilience::detail::local_bound<Clock, asio::any_io_executor> bound;
-    bool bounded = false;
     std::optional<outcome<T>> out;
     try {
       // A request that may be sent twice takes an idle connection without
@@ -521,6 +517,7 @@ class basic_client {
       // exchange fails before a byte of a response arrives, and the request
       // goes once more, on a connection checked or new, within this attempt.
       const bool replayable = ctx.value_or(http::idempotent, false);
+      const auto executor = co_await asio::this_coro::executor;
       const asio::execution_context* const on = &asio::query(executor, asio::execution::context);
       time_point now = start;
       for (bool check_peer = !replayable;;) {
@@ -540,44 +537,75 @@ class basic_client {
           now = clock_.now();
         }
         if (!lease || caller.cancelled() != asio::cancellation_type::none) break;
-        if (now >= bound_at) {
-          out.emplace(outcome<T>::from_error(reason));
+        if (now >= bound.at) {
+          out.emplace(outcome<T>::from_error(bound.reason));
           break;
         }
-        if (!bounded && bound_at != time_point::max())
-          bound.arm(clock_, executor, bound_at, asio::cancellation_type::terminal);
-        bounded = true;
-        connection& conn = lease->conn();
-        if (const auto& header = options_.deadline_header()) {
-          // The attempt's own bound, less the margin for the way back.
-          const time_point sent =
-              bound_at == time_point::max() ? bound_at : saturating_add(bound_at, -options_.deadline_margin());
-          header->write(req, sent, now);
-        }
-        ctx.set(request_may_have_been_sent, true);
-        const auto in_bound = [&] { return asio::bind_cancellation_slot(bound.slot(), asio::as_tuple(asio::use_awaitable)); };
-        // Closed by the server while idle, as far as this exchange can tell.
-        const auto stale = [&](const error_code& ec, bool got_some) {
-          return unchecked && !bound.fired() && caller.cancelled() == asio::cancellation_type::none &&
-                 http::detail::closed_before_answering(ec, got_some);
-        };
-        // A file body is read from the file's position as it is written:
-        // every attempt starts where the first one did.
-        const auto body_start = http::detail::body_position(req.body());
-        bound.forward(caller);
-        auto [write_error, written] =
-            co_await conn.visit([&](auto& stream) { return bhttp::async_write(stream, req, in_bound()); });
-        http::detail::rewind_body(req.body(), body_start);
-        if (write_error) {
-          if (stale(write_error, false)) {
-            lease->close(close_reason::peer_closed);
-            check_peer = true;
-            continue;
-          }
-          out.emplace(outcome<T>::from_error(write_error));
-          break;
-        }
-        if (bound.fired() || caller.cancelled() != asio::cancellation_type::none) break;
+        if (!co_await exchange<ResBody>(*lease, req, ctx, bound, now, unchecked, executor, out)) break;
+        check_peer = true;  // closed by the server while idle: once more
+      }
+    } catch (...) {
+      out.emplace(outcome<T>::from_current_exception());
+    }
+    if (caller.cancelled() != asio::cancellation_type::none)
+      out.emplace(outcome<T>::from_error(asio::error::operation_aborted));  // final, whatever the attempt did
+    if (out->cancelled()) {
+      permit.release();
+    } else {
+      permit.record(resilience::detail::classify(http::breaker_classifier{}, *out, ctx));
+    }
+    co_return std::move(*out).get();
+  }
+
+  // When an attempt ends, and the error it then ends with.
+  struct bounded_by {
+    time_point at;
+    error_code reason;
+  };
+
+  // The request written and the response read on one connection, before
+  // bound.at, with the outcome left in `out`. The reads and writes are
+  // started in the bound's slot, without a child coroutine. True when the
+  // connection, taken without the peek (`unchecked`), proved closed by the
+  // server before it answered: the request may go once more.
+  template <class ResBody, class Request>
+  boost::asio::awaitable<bool> exchange(connection_lease& lease, Request& req, const context& ctx,
+                                        const bounded_by& limit, time_point now, bool unchecked,
+                                        const boost::asio::any_io_executor& executor,
+                                        std::optional<outcome<result<ResBody>>>& out) {
+    namespace asio = boost::asio;
+    namespace bhttp = boost::beast::http;
+    using T = result<ResBody>;
+    const auto caller = co_await asio::this_coro::cancellation_state;
+    resilience::detail::local_bound<Clock, asio::any_io_executor> bound;
+    if (limit.at != time_point::max()) bound.arm(clock_, executor, limit.at, asio::cancellation_type::terminal);
+    bool closed_unanswered = false;
+    try {
+      connection& conn = lease.conn();
+      if (const auto& header = options_.deadline_header()) {
+        // The attempt's own bound, less the margin for the way back.
+        const time_point sent =
+            limit.at == time_point::max() ? limit.at : saturating_add(limit.at, -options_.deadline_margin());
+        header->write(req, sent, now);
+      }
+      ctx.set(request_may_have_been_sent, true);
+      const auto in_bound = [&] { return asio::bind_cancellation_slot(bound.slot(), asio::as_tuple(asio::use_awaitable)); };
+      // Closed by the server while idle, as far as this exchange can tell.
+      const auto stale = [&](const error_code& ec, bool got_some) {
+        return unchecked && !bound.fired() && caller.cancelled() == asio::cancellation_type::none &&
+               http::detail::closed_before_answering(ec, got_some);
+      };
+      // A file body is read from the file's position as it is written:
+      // every attempt starts where the first one did.
+      const auto body_start = http::detail::body_position(req.body());
+      bound.forward(caller);
+      auto [write_error, written] =
+          co_await conn.visit([&](auto& stream) { return bhttp::async_write(stream, req, in_bound()); });
+      http::detail::rewind_body(req.body(), body_start);
+      if (write_error) {
+        closed_unanswered = stale(write_error, false);
+        if (!closed_unanswered) out.emplace(outcome<T>::from_error(write_error));
+      } else if (!bound.fired() && caller.cancelled() == asio::cancellation_type::none) {
         // Interim responses (1xx but 101, RFC 9110 §15.2: 100 Continue,
         // 103 Early Hints) come before the final one on the connection:
         // read past them, so that no caller gets an interim status and no
@@ -598,45 +626,36 @@ class basic_client {
           if (ec || status < 100 || status >= 200 || status == 101) break;
         }
         if (read_error) {
-          if (!interim && stale(read_error, parser->got_some())) {
-            lease->close(close_reason::peer_closed);
-            check_peer = true;
-            continue;
-          }
-          out.emplace(outcome<T>::from_error(read_error));
-          break;
-        }
-        // Bytes after the response were asked for by nobody: the next
-        // request on this connection would read them as its answer.
-        if (parser->get().keep_alive() && req.keep_alive() && conn.buffer().size() == 0) {
-          lease->keep_alive(clock_.now());
+          closed_unanswered = !interim && stale(read_error, parser->got_some());
+          if (!closed_unanswered) out.emplace(outcome<T>::from_error(read_error));
         } else {
-          lease->close(close_reason::not_reusable);
+          // Bytes after the response were asked for by nobody: the next
+          // request on this connection would read them as its answer.
+          if (parser->get().keep_alive() && req.keep_alive() && conn.buffer().size() == 0) {
+            lease.keep_alive(clock_.now());
+          } else {
+            lease.close(close_reason::not_reusable);
+          }
+          out.emplace(std::in_place, parser->release());
         }
-        out.emplace(std::in_place, parser->release());
-        break;
       }
     } catch (...) {
       out.emplace(outcome<T>::from_current_exception());
     }
     // The timer's side refers to this frame: wait for it if it is under way.
-    if (bounded && bound.disarm()) {
+    if (bound.disarm()) {
       const bool throws = co_await asio::this_coro::throw_if_cancelled();
       co_await asio::this_coro::throw_if_cancelled(false);
       co_await bound.wait_timer_side();
       co_await asio::this_coro::throw_if_cancelled(throws);
     }
-    if (caller.cancelled() != asio::cancellation_type::none) {
-      out.emplace(outcome<T>::from_error(asio::error::operation_aborted));  // final, whatever the attempt did
-    } else if (bound.fired() && (!out || out->failed())) {
-      out.emplace(outcome<T>::from_error(reason));  // a response that made it in time still counts
+    if (closed_unanswered) {
+      lease.close(close_reason::peer_closed);
+      co_return true;
     }
-    if (out->cancelled()) {
-      permit.release();
-    } else {
-      permit.record(resilience::detail::classify(http::breaker_classifier{}, *out, ctx));
-    }
-    co_return std::move(*out).get();
+    if (bound.fired() && (!out || out->failed()))
+      out.emplace(outcome<T>::from_error(limit.reason));  // a response that made it in time still counts
+    co_return false;
   }
 
   client_options options_;
