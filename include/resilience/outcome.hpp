@@ -201,6 +201,21 @@ class outcome {
   error_code exception_code_;
 };
 
+namespace detail {
+// get() without the move into its return value: `co_return take(std::move(o));`
+// moves T once, straight into the promise (twice with get(): a response
+// moved up through the layers of a call pays for each).
+template <class T>
+decltype(auto) take(outcome<T>&& o) {
+  if constexpr (std::is_void_v<T>) {
+    std::move(o).get();
+  } else {
+    if (o.has_exception()) std::rethrow_exception(o.exception());
+    return std::move(o).value();
+  }
+}
+}  // namespace detail
+
 // The classifier shape shared by every strategy.
 template <class C, class T>
 concept classifier_for = std::predicate<const C&, const outcome<T>&>;

@@ -755,7 +755,7 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
   }
   const typename late<std::optional<outcome<T>>>::owner first_made{first.value};
   if constexpr (!op_sees_context) number_first_attempt(ctx, policy);
-  if (settle_attempt(policy, *first.value, ctx, true)) co_return std::move(*first.value).get();
+  if (settle_attempt(policy, *first.value, ctx, true)) co_return take(std::move(*first.value));
   // The op, or a hook inside it, may have cancelled the call: awaiting the
   // rest must not throw then, it ends the call as a cancellation itself.
   bool throws = true;

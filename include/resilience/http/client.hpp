@@ -554,7 +554,7 @@ class basic_client {
     } else {
       permit.record(resilience::detail::classify(http::breaker_classifier{}, *out, ctx));
     }
-    co_return std::move(*out).get();
+    co_return resilience::detail::take(std::move(*out));
   }
 
   // When an attempt ends, and the error it then ends with.
