@@ -80,6 +80,9 @@ struct step {
   // 1xx responses) and after it (bytes nobody asked for).
   std::string before = {};
   std::string after = {};
+  // Sent on the idle connection once the test opens the gate, then a FIN:
+  // a server giving up on a kept-alive connection (a 408, say).
+  std::string when_idle = {};
 };
 
 struct server {
@@ -176,6 +179,15 @@ struct server {
         const std::string raw = st.before + serialized.str() + st.after;
         std::tie(wec, std::ignore) =
             co_await asio::async_write(stream, asio::buffer(raw), asio::as_tuple(asio::use_awaitable));
+      }
+      if (!wec && !st.when_idle.empty()) {
+        co_await s->gate.async_wait(asio::as_tuple(asio::use_awaitable));
+        std::tie(wec, std::ignore) =
+            co_await asio::async_write(stream, asio::buffer(st.when_idle), asio::as_tuple(asio::use_awaitable));
+        auto& socket = beast::get_lowest_layer(stream).socket();
+        socket.shutdown(tcp::socket::shutdown_send);
+        s->held.push_back(std::move(socket));
+        co_return;
       }
       if (!wec && st.half_close) {
         auto& socket = beast::get_lowest_layer(stream).socket();
@@ -504,6 +516,40 @@ BOOST_AUTO_TEST_CASE(a_get_that_finds_its_connection_closed_is_sent_again_within
   BOOST_TEST(seen.attempts == 1u);
   BOOST_TEST(seen.accepted == 2);
   BOOST_TEST(seen.requests == 2);
+}
+
+// A server that says why it closes an idle connection (408) answered no
+// request of ours: a GET that reads that answer goes once more.
+BOOST_AUTO_TEST_CASE(a_408_on_an_idle_connection_is_no_answer_to_the_next_get) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) {
+    step s;
+    if (n == 1) s.when_idle = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+    return s;
+  };
+  std::vector<rhttp::close_reason> closed;
+  std::uint32_t attempts = 0;
+  client_t c(quick()
+                 .pool(rhttp::connection_pool_options{}.on_closed(
+                     [&](std::string_view, rhttp::close_reason why) { closed.push_back(why); }))
+                 .on_call_finished([&](const rhttp::client_call_event& e) { attempts = e.attempts; }),
+             clock);
+  completion<result_t> first;
+  spawn(io, call(c, srv.at(), get()), first);
+  BOOST_REQUIRE(run_until(io, [&] { return first.done(); }));
+  BOOST_TEST(status_of(first) == 200u);
+  srv.open_gate();
+  BOOST_REQUIRE(run_until(io, [&] { return srv.held.size() == 1u && fin_acknowledged(srv.held[0]); }));
+  completion<result_t> second;
+  spawn(io, call(c, srv.at(), get()), second);
+  BOOST_REQUIRE(run_until(io, [&] { return second.done(); }));
+  BOOST_TEST(status_of(second) == 200u);
+  BOOST_TEST(attempts == 1u);
+  BOOST_REQUIRE(!closed.empty());
+  BOOST_TEST((closed[0] == rhttp::close_reason::peer_closed));
+  BOOST_TEST(srv.accepted == 2);
 }
 
 // An idempotent request is sent again once within an attempt, and that

@@ -520,21 +520,30 @@ class basic_client {
       const auto executor = co_await asio::this_coro::executor;
       const asio::execution_context* const on = &asio::query(executor, asio::execution::context);
       time_point now = start;
-      for (bool check_peer = !replayable;;) {
-        std::optional<connection_lease> lease = pool_.reuse(key, now, on, check_peer);
-        const bool unchecked = lease && !check_peer;
+      for (bool resend = false;; resend = true) {
+        if (resend) {
+          // Once more, on a connection looked at, within what is left of the attempt.
+          now = clock_.now();
+          if (caller.cancelled() != asio::cancellation_type::none) break;
+          if (now >= bound.at) {
+            out.emplace(outcome<T>::from_error(bound.reason));
+            break;
+          }
+        }
+        std::optional<connection_lease> lease = pool_.reuse(key, now, on, resend || !replayable);
+        const bool unchecked = lease && !resend && replayable;
         if (!lease) {
           // No idle connection: a wait for one, or a new one, under a bound of
           // its own (the pool's wait is a coroutine, which no slot reaches).
           auto acquired = co_await resilience::detail::run_bounded<lease_result, asio::any_io_executor>(
-              [this, &to] { return pool_.acquire(to); }, ctx, clock_, options_.attempt_timeout(),
-              asio::cancellation_type::terminal);
+              [this, &to] { return pool_.acquire(to); }, ctx, clock_,
+              resend ? bound.at - now : options_.attempt_timeout(), asio::cancellation_type::terminal);
+          now = clock_.now();
           if (acquired) {
             lease.emplace(std::move(*acquired));
           } else {
-            out.emplace(outcome<T>::from_error(acquired.error()));
+            out.emplace(outcome<T>::from_error(resend && now >= bound.at ? bound.reason : acquired.error()));
           }
-          now = clock_.now();
         }
         if (!lease || caller.cancelled() != asio::cancellation_type::none) break;
         if (now >= bound.at) {
@@ -542,7 +551,6 @@ class basic_client {
           break;
         }
         if (!co_await exchange<ResBody>(*lease, req, ctx, bound, now, unchecked, executor, out)) break;
-        check_peer = true;  // closed by the server while idle: once more
       }
     } catch (...) {
       out.emplace(outcome<T>::from_current_exception());
@@ -591,9 +599,11 @@ class basic_client {
       ctx.set(request_may_have_been_sent, true);
       const auto in_bound = [&] { return asio::bind_cancellation_slot(bound.slot(), asio::as_tuple(asio::use_awaitable)); };
       // Closed by the server while idle, as far as this exchange can tell.
+      const auto may_resend = [&] {
+        return unchecked && !bound.fired() && caller.cancelled() == asio::cancellation_type::none;
+      };
       const auto stale = [&](const error_code& ec, bool got_some) {
-        return unchecked && !bound.fired() && caller.cancelled() == asio::cancellation_type::none &&
-               http::detail::closed_before_answering(ec, got_some);
+        return may_resend() && http::detail::closed_before_answering(ec, got_some);
       };
       // A file body is read from the file's position as it is written:
       // every attempt starts where the first one did.
@@ -628,6 +638,10 @@ class basic_client {
         if (read_error) {
           closed_unanswered = !interim && stale(read_error, parser->got_some());
           if (!closed_unanswered) out.emplace(outcome<T>::from_error(read_error));
+        } else if (!interim && parser->get().result() == bhttp::status::request_timeout && may_resend()) {
+          // A server may say why it closes an idle connection (408, RFC 9110
+          // §15.5.9) before our request reaches it: an answer to nothing sent.
+          closed_unanswered = true;
         } else {
           // Bytes after the response were asked for by nobody: the next
           // request on this connection would read them as its answer.
