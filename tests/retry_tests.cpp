@@ -628,6 +628,21 @@ BOOST_AUTO_TEST_CASE(the_deadline_bounds_a_given_delay) {
   BOOST_TEST((clock.now() == time_point(2s)));
 }
 
+BOOST_AUTO_TEST_CASE(a_wait_that_would_end_at_the_deadline_itself_is_not_started) {
+  // 3 s of deadline, 1.5 s waits: the second would end exactly at it, and an
+  // attempt begun at the deadline has no time to run.
+  const auto call = resilience::pipeline(
+      resilience::deadline_stage(3s).clock(clock),
+      policy().max_attempts(5).delay_generator(
+          [](const auto&, const resilience::context&) { return resilience::retry_delay::after(1500ms); }));
+  completion<boost::system::result<int>> done;
+  spawn(io, call(failing({reset, reset, reset, reset})), done);
+  clock.run(io);
+  BOOST_TEST(calls() == 2);
+  BOOST_TEST((done.value->error() == reset), "the last failure, not deadline_exceeded after a useless wait");
+  BOOST_TEST((clock.now() == time_point(1500ms)));
+}
+
 BOOST_AUTO_TEST_CASE(a_generator_that_throws_ends_the_call_with_its_exception) {
   const auto p = policy().delay_generator([](const auto&, const resilience::context&) -> resilience::retry_delay {
     throw std::runtime_error("no delay");

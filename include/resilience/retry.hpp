@@ -19,7 +19,8 @@
 //     exception rethrown as is or its error value returned as is;
 //   - the delay generator's stop() (see delay_generator below);
 //   - the time limit, or the deadline of an enclosing deadline stage
-//     (context::deadline): if the next delay would end past it, co_retry gives
+//     (context::deadline): if the next delay would end past it (or, for the
+//     deadline, at it), co_retry gives
 //     up at once with the last outcome instead of sleeping; once the deadline
 //     has passed, it ends with error::deadline_exceeded. A delay that would
 //     end at the end of time (duration::max()) gives up the same way;
@@ -632,7 +633,10 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
     // A wait that would never end (duration::max(), an isolated breaker)
     // means "forever": give up now rather than sleep for centuries.
     if (next.actual != duration::zero() && saturating_add(now, next.actual) == time_point::max()) break;
-    if (give_up_at != time_point::max() && next.actual > give_up_at - now) {
+    // A wait that ends at the deadline itself leaves the next attempt no
+    // time at all: that is past it too. (The time limit allows it.)
+    if (give_up_at != time_point::max() &&
+        (next.actual > give_up_at - now || (ctx.has_deadline() && next.actual >= ctx.deadline - now))) {
       if (now >= ctx.deadline) last.emplace(outcome<T>::from_error(error::deadline_exceeded));
       break;
     }
