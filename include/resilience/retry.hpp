@@ -20,10 +20,10 @@
 //   - the delay generator's stop() (see delay_generator below);
 //   - the time limit, or the deadline of an enclosing deadline stage
 //     (context::deadline): if the next delay would end past it (or, for the
-//     deadline, at it), co_retry gives
-//     up at once with the last outcome instead of sleeping; once the deadline
-//     has passed, it ends with error::deadline_exceeded. A delay that would
-//     end at the end of time (duration::max()) gives up the same way;
+//     deadline, at it), co_retry gives up at once with the last outcome
+//     instead of sleeping; once the deadline has passed, it ends with
+//     error::deadline_exceeded. A delay that would end at the end of time
+//     (duration::max()) gives up the same way;
 //   - a circuit breaker's rejection (error::circuit_open), unless the policy
 //     was told to wait_out_open_circuit(breaker);
 //   - cancellation of the awaiting coroutine (its cancellation slot): co_retry
