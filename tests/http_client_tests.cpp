@@ -185,13 +185,13 @@ struct server {
         std::tie(wec, std::ignore) =
             co_await asio::async_write(stream, asio::buffer(st.when_idle), asio::as_tuple(asio::use_awaitable));
         auto& socket = beast::get_lowest_layer(stream).socket();
-        socket.shutdown(tcp::socket::shutdown_send);
+        socket.shutdown(tcp::socket::shutdown_send, wec);  // a failure shows as the client's error, not a hang
         s->held.push_back(std::move(socket));
         co_return;
       }
       if (!wec && st.half_close) {
         auto& socket = beast::get_lowest_layer(stream).socket();
-        socket.shutdown(tcp::socket::shutdown_send);
+        socket.shutdown(tcp::socket::shutdown_send, wec);  // a failure shows as the client's error, not a hang
         s->held.push_back(std::move(socket));
         co_return;
       }

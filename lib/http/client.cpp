@@ -118,6 +118,10 @@ class pool_context_service final : public boost::asio::execution_context::servic
     std::lock_guard lock(links_mutex);
     for (pool_core* p : pools) {
       std::erase(p->watched_, static_cast<void*>(this));
+      // Before the context's scheduler shuts down (it was registered first):
+      // from here on, no grant posts to it from another thread while it
+      // destroys its handlers.
+      p->withdraw_waiters_on(context());
       p->close_idle_on(context());
     }
     pools.clear();
@@ -221,6 +225,17 @@ pool_core::acquired pool_core::acquire(const std::string& key, time_point now,
   return a;
 }
 
+void pool_core::withdraw_waiters_on(const boost::asio::execution_context& ctx) noexcept {
+  std::lock_guard lock(mutex_);
+  for (auto& [key, h] : hosts_) {
+    std::erase_if(h->waiters, [&](const std::shared_ptr<pool_waiter>& w) {
+      if (w->context != &ctx) return false;
+      w->state = pool_waiter::status::left;
+      return true;
+    });
+  }
+}
+
 bool pool_core::withdraw(host& h, pool_waiter& w) noexcept {
   std::lock_guard lock(mutex_);
   if (w.state != pool_waiter::status::queued) return false;
@@ -246,6 +261,9 @@ void pool_core::release(host& h, std::unique_ptr<connection> conn, bool keep, cl
       // A waiter of another context cannot use it: it gets the place.
       if (conn && first->context && &conn->context() != first->context) other_context = std::move(conn);
       first->granted_connection = std::move(conn);  // null: open a new one in this place
+      // Under the lock, as the grant: once the waiter's context begins to
+      // shut down (withdraw_waiters_on takes this lock), nothing posts to it.
+      first->wake();
     } else if (conn) {
       conn->idle_since_ = now;
       h.idle.push_back(std::move(conn));
@@ -260,7 +278,6 @@ void pool_core::release(host& h, std::unique_ptr<connection> conn, bool keep, cl
     other_context.reset();
     report_closed(h, close_reason::other_context);
   }
-  if (first) first->wake();
 }
 
 // Closes the idle connections `which` picks, then forgets every host left

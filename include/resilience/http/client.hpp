@@ -537,7 +537,10 @@ class basic_client {
           // its own (the pool's wait is a coroutine, which no slot reaches).
           auto acquired = co_await resilience::detail::run_bounded<lease_result, asio::any_io_executor>(
               [this, &to] { return pool_.acquire(to); }, ctx, clock_,
-              resend ? bound.at - now : options_.attempt_timeout(), asio::cancellation_type::terminal);
+              // (An attempt bound by nothing has time_point::max(): no
+              // subtraction from it, which a clock before its epoch overflows.)
+              resend && bound.at != time_point::max() ? bound.at - now : options_.attempt_timeout(),
+              asio::cancellation_type::terminal);
           now = clock_.now();
           if (acquired) {
             lease.emplace(std::move(*acquired));

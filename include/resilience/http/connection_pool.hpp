@@ -299,8 +299,12 @@ class pool_core {
   // or busy. Closes expired idle connections of that key on the way.
   acquired acquire(const std::string& key, time_point now, const std::shared_ptr<pool_waiter>& waiter,
                    const boost::asio::execution_context* on, bool idle_only = false);
-  // Takes a waiter out of the queue; false when it was granted meanwhile.
+  // Takes a waiter out of the queue; false when it was granted meanwhile
+  // (or withdrawn by its context's shutdown).
   bool withdraw(host& h, pool_waiter& w) noexcept;
+  // At the shutdown of `ctx`: its waiters leave every queue, so that no
+  // grant posts to a context that is destroying its handlers.
+  void withdraw_waiters_on(const boost::asio::execution_context& ctx) noexcept;
   // Gives a place back: `conn` kept idle (since `now`) when `keep`, closed
   // otherwise (with `why`); to the first waiter if there is one.
   void release(host& h, std::unique_ptr<connection> conn, bool keep, close_reason why, time_point now) noexcept;
@@ -309,8 +313,9 @@ class pool_core {
 
   std::size_t close_expired(time_point now) noexcept;
   std::size_t close_idle() noexcept;
-  // Connections are being opened on `ctx`: its shutdown will close those
-  // left idle here (lib/http/client.cpp keeps the links).
+  // Connections are being opened, or a caller waits, on `ctx`: its shutdown
+  // will close those left idle here and withdraw its waiters
+  // (lib/http/client.cpp keeps the links).
   void watch(boost::asio::execution_context& ctx);
   // Closes the idle connections whose socket belongs to `ctx`.
   std::size_t close_idle_on(const boost::asio::execution_context& ctx) noexcept;
@@ -495,12 +500,13 @@ class basic_connection_pool {
         if (clock_.now() >= deadline) co_return error::deadline_exceeded;
         auto w = std::make_shared<waiter<executor_type>>(clock_, ex);
         w->self = w;
+        core_.watch(asio::query(ex, asio::execution::context));  // its shutdown withdraws the waiter
         a = core_.acquire(key, clock_.now(), w, on);
         if (a.how == pool_core::grant::queued) {
           queue_guard guard{&core_, a.where, w.get()};
           w->timer.expires_at(deadline);
           auto [ec] = co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
-          if (!core_.withdraw(*a.where, *w)) {
+          if (!core_.withdraw(*a.where, *w) && w->state == pool_waiter::status::granted) {
             // Granted (maybe as the timer fired or the call was cancelled).
             w->state = pool_waiter::status::left;
             a.conn = std::move(w->granted_connection);
