@@ -363,6 +363,27 @@ BOOST_AUTO_TEST_CASE(does_not_retry_400_or_404) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_response_header_over_the_limit_ends_the_call_unretried_and_the_limit_can_be_raised) {
+  // A 12 KiB cookie: past Beast's 8 KiB default, within a raised limit.
+  for (const std::uint32_t limit : {0u, 16u << 10}) {
+    asio::io_context io;
+    manual_clock clock;
+    server srv(io);
+    srv.script = [](int) { return step{step::respond, 200, {{"Set-Cookie", std::string(12 << 10, 'c')}}}; };
+    client_t c(limit ? quick().max_response_header(limit) : quick(), clock);
+    BOOST_TEST(rhttp::client_options{}.max_response_header() == 8u << 10);
+    completion<result_t> done;
+    spawn(io, call(c, srv.at(), get()), done);
+    BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+    if (limit) {
+      BOOST_TEST(status_of(done) == 200u);
+    } else {
+      BOOST_TEST((error_of(done) == bhttp::error::header_limit));
+    }
+    BOOST_TEST(srv.requests == 1, "a header over the limit is not retried");
+  }
+}
+
 BOOST_AUTO_TEST_CASE(does_not_retry_a_post_without_idempotency_key_once_sent) {
   asio::io_context io;
   manual_clock clock;
@@ -1149,6 +1170,7 @@ BOOST_AUTO_TEST_CASE(options_are_validated_where_they_enter) {
   BOOST_CHECK_THROW(rhttp::client_options{}.max_retry_after(0s), std::invalid_argument);
   BOOST_CHECK_THROW(rhttp::client_options{}.deadline_margin(-1ms), std::invalid_argument);
   BOOST_CHECK_THROW(rhttp::client_options{}.max_response_body(0), std::invalid_argument);
+  BOOST_CHECK_THROW(rhttp::client_options{}.max_response_header(0), std::invalid_argument);
   BOOST_CHECK_THROW(rhttp::connection_pool_options{}.max_connections_per_host(0), std::invalid_argument);
   BOOST_CHECK_THROW(rhttp::connection_pool_options{}.idle_timeout(0s), std::invalid_argument);
   BOOST_CHECK_THROW(rhttp::connection_pool_options{}.resolve_timeout(0s), std::invalid_argument);
