@@ -1175,6 +1175,12 @@ BOOST_AUTO_TEST_CASE(options_are_validated_where_they_enter) {
   BOOST_CHECK_THROW(rhttp::connection_pool_options{}.idle_timeout(0s), std::invalid_argument);
   BOOST_CHECK_THROW(rhttp::connection_pool_options{}.resolve_timeout(0s), std::invalid_argument);
   BOOST_CHECK_THROW(rhttp::endpoint::http(""), std::invalid_argument);
+  for (const std::string bad : {std::string("example.com\r\nX-Injected: 1"), std::string("exa\0mple.com", 12),
+                                std::string("example.com/path"), std::string("user@example.com"), std::string(" example.com")})
+    BOOST_CHECK_THROW(rhttp::endpoint::http(bad), std::invalid_argument);
+  BOOST_CHECK_NO_THROW(rhttp::endpoint::https("api.example-1.com"));
+  BOOST_CHECK_NO_THROW(rhttp::endpoint::http("127.0.0.1", 8080));
+  BOOST_CHECK_NO_THROW(rhttp::endpoint::http("::1", 8080));
   try {
     client_t c(rhttp::client_options{}.total_timeout(5s).attempt_timeout(10s), manual_clock{});
     BOOST_FAIL("an attempt timeout longer than the total was accepted");

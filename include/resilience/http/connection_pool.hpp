@@ -95,14 +95,23 @@ struct endpoint {
   std::uint16_t port = 80;
   bool tls = false;
 
-  // Throw std::invalid_argument for an empty host or port 0.
+  // Throw std::invalid_argument for an empty host, a host with a byte no
+  // name or address has (a control character, a space, one of "/?#@\\"),
+  // or port 0.
   static endpoint http(std::string host, std::uint16_t port = 80) { return validated({std::move(host), port, false}); }
   static endpoint https(std::string host, std::uint16_t port = 443) { return validated({std::move(host), port, true}); }
 
-  // std::invalid_argument for an empty host or port 0: the factories' check,
-  // which the client repeats for an endpoint built field by field.
+  // The factories' check, which the client repeats for an endpoint built
+  // field by field. A CR or LF would otherwise end the Host header early and
+  // start one of the caller's choosing; a NUL would cut the name resolved.
   void validate() const {
     if (host.empty()) throw std::invalid_argument("http::endpoint: host must not be empty");
+    for (const char c : host) {
+      const auto u = static_cast<unsigned char>(c);
+      if (u <= 0x20 || u == 0x7f || c == '/' || c == '?' || c == '#' || c == '@' || c == '\\')
+        throw std::invalid_argument("http::endpoint: host must be a name or an address, without spaces, control "
+                                    "characters, or any of /?#@\\ (a URL goes in the request's target)");
+    }
     if (port == 0) throw std::invalid_argument("http::endpoint: port must not be 0");
   }
 
