@@ -471,6 +471,20 @@ BOOST_AUTO_TEST_CASE(reuses_a_kept_alive_connection_until_the_server_says_close)
   BOOST_TEST(c.pool().idle_connections(srv.at()) == 1u);
 }
 
+// A client that records why it closes connections, and how many attempts
+// its last call took.
+struct recording_client {
+  std::vector<rhttp::close_reason> closed;
+  std::uint32_t attempts = 0;
+  client_t client;
+  explicit recording_client(manual_clock& clock)
+      : client(quick()
+                   .pool(rhttp::connection_pool_options{}.on_closed(
+                       [this](std::string_view, rhttp::close_reason why) { closed.push_back(why); }))
+                   .on_call_finished([this](const rhttp::client_call_event& e) { attempts = e.attempts; }),
+               clock) {}
+};
+
 // A server ends a kept-alive connection after answering the first request
 // (a FIN, after saying keep-alive); `second` is then sent. Returns what the
 // second call's client reported: the connections it closed, its attempts,
@@ -490,11 +504,8 @@ after_a_closed_connection send_after_the_server_closed_its_connection(Req second
   server srv(io);
   srv.script = [](int n) { return n == 1 ? step{step::respond, 200, {}, false, true} : step{}; };
   after_a_closed_connection seen;
-  client_t c(quick()
-                 .pool(rhttp::connection_pool_options{}.on_closed(
-                     [&](std::string_view, rhttp::close_reason why) { seen.closed.push_back(why); }))
-                 .on_call_finished([&](const rhttp::client_call_event& e) { seen.attempts = e.attempts; }),
-             clock);
+  recording_client recorded(clock);
+  client_t& c = recorded.client;
   completion<result_t> first;
   spawn(io, call(c, srv.at(), get()), first);
   BOOST_REQUIRE(run_until(io, [&] { return first.done(); }));
@@ -505,6 +516,8 @@ after_a_closed_connection send_after_the_server_closed_its_connection(Req second
   spawn(io, call(c, srv.at(), std::move(second)), done);
   BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
   seen.status = status_of(done);
+  seen.closed = recorded.closed;
+  seen.attempts = recorded.attempts;
   seen.bytes_left_on_the_closed_one = srv.held[0].available();
   seen.accepted = srv.accepted;
   seen.requests = srv.requests;
@@ -550,13 +563,10 @@ BOOST_AUTO_TEST_CASE(a_408_on_an_idle_connection_is_no_answer_to_the_next_get) {
     if (n == 1) s.when_idle = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
     return s;
   };
-  std::vector<rhttp::close_reason> closed;
-  std::uint32_t attempts = 0;
-  client_t c(quick()
-                 .pool(rhttp::connection_pool_options{}.on_closed(
-                     [&](std::string_view, rhttp::close_reason why) { closed.push_back(why); }))
-                 .on_call_finished([&](const rhttp::client_call_event& e) { attempts = e.attempts; }),
-             clock);
+  recording_client recorded(clock);
+  client_t& c = recorded.client;
+  const auto& closed = recorded.closed;
+  const auto& attempts = recorded.attempts;
   completion<result_t> first;
   spawn(io, call(c, srv.at(), get()), first);
   BOOST_REQUIRE(run_until(io, [&] { return first.done(); }));
@@ -581,13 +591,10 @@ BOOST_AUTO_TEST_CASE(a_get_is_sent_again_at_most_once_per_attempt) {
   server srv(io);
   // Two calls at once open two connections; both say keep-alive, then end.
   srv.script = [](int n) { return n <= 2 ? step{step::hold, 200, {}, false, true} : step{}; };
-  std::vector<rhttp::close_reason> closed;
-  std::uint32_t attempts = 0;
-  client_t c(quick()
-                 .pool(rhttp::connection_pool_options{}.on_closed(
-                     [&](std::string_view, rhttp::close_reason why) { closed.push_back(why); }))
-                 .on_call_finished([&](const rhttp::client_call_event& e) { attempts = e.attempts; }),
-             clock);
+  recording_client recorded(clock);
+  client_t& c = recorded.client;
+  const auto& closed = recorded.closed;
+  const auto& attempts = recorded.attempts;
   completion<result_t> one, two;
   spawn(io, call(c, srv.at(), get()), one);
   spawn(io, call(c, srv.at(), get()), two);
