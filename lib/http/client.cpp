@@ -97,14 +97,17 @@ struct pool_core::host {
 
 namespace {
 // Every link between a pool and a context it has connections on. One lock
-// for all: links change only when a pool first opens a connection on a
-// context, and when a pool or a context goes.
+// for all: links change only when a pool first opens a connection or queues
+// a caller on a context, and when a pool or a context goes.
 std::mutex links_mutex;
 }  // namespace
 
-// A context's shutdown hook: closes the idle connections every linked pool
-// holds on it, before the context's reactor goes. Registered on first use,
-// so after the reactor of the context's first socket: shut down before it.
+// A context's shutdown hook: withdraws the waiters every linked pool holds
+// for it and closes the idle connections on it, before the context's
+// scheduler shuts down (services shut down newest first). Registered when a
+// pool first opens a connection or queues a caller there: usually after the
+// context's reactor, so before it; a socket closed after its reactor's
+// shutdown is closed all the same.
 class pool_context_service final : public boost::asio::execution_context::service {
  public:
   static boost::asio::execution_context::id id;
@@ -236,18 +239,17 @@ void pool_core::withdraw_waiters_on(const boost::asio::execution_context& ctx) n
   }
 }
 
-bool pool_core::withdraw(host& h, pool_waiter& w) noexcept {
+bool pool_core::withdraw(host* h, pool_waiter& w) noexcept {
   std::lock_guard lock(mutex_);
   if (w.state != pool_waiter::status::queued) return false;
-  const auto it = std::find_if(h.waiters.begin(), h.waiters.end(), [&](const auto& p) { return p.get() == &w; });
-  if (it != h.waiters.end()) h.waiters.erase(it);
+  const auto it = std::find_if(h->waiters.begin(), h->waiters.end(), [&](const auto& p) { return p.get() == &w; });
+  if (it != h->waiters.end()) h->waiters.erase(it);
   w.state = pool_waiter::status::left;
   return true;
 }
 
 void pool_core::release(host& h, std::unique_ptr<connection> conn, bool keep, close_reason why,
                         time_point now) noexcept {
-  std::shared_ptr<pool_waiter> first;
   std::vector<std::unique_ptr<connection>> expired;
   std::unique_ptr<connection> other_context;
   const bool closing = conn && !keep;
@@ -255,7 +257,9 @@ void pool_core::release(host& h, std::unique_ptr<connection> conn, bool keep, cl
     std::lock_guard lock(mutex_);
     if (!keep) conn.reset();  // closed: its place stays counted and passes on, or is freed below
     if (!h.waiters.empty()) {
-      first = std::move(h.waiters.front());
+      // Dropped in this block: the waiter's last owner is its frame (or the
+      // posted wake-up), never this thread after the lock is let go.
+      const std::shared_ptr<pool_waiter> first = std::move(h.waiters.front());
       h.waiters.pop_front();
       first->state = pool_waiter::status::granted;
       // A waiter of another context cannot use it: it gets the place.

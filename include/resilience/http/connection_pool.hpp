@@ -96,7 +96,8 @@ struct endpoint {
   bool tls = false;
 
   // Throw std::invalid_argument for an empty host, a host with a byte no
-  // name or address has (a control character, a space, one of "/?#@\\"),
+  // name or address has (a control character, a space, one of "/?#@[]\\":
+  // an IPv6 literal is given bare, "::1", and bracketed where it is written),
   // or port 0.
   static endpoint http(std::string host, std::uint16_t port = 80) { return validated({std::move(host), port, false}); }
   static endpoint https(std::string host, std::uint16_t port = 443) { return validated({std::move(host), port, true}); }
@@ -108,9 +109,10 @@ struct endpoint {
     if (host.empty()) throw std::invalid_argument("http::endpoint: host must not be empty");
     for (const char c : host) {
       const auto u = static_cast<unsigned char>(c);
-      if (u <= 0x20 || u == 0x7f || c == '/' || c == '?' || c == '#' || c == '@' || c == '\\')
-        throw std::invalid_argument("http::endpoint: host must be a name or an address, without spaces, control "
-                                    "characters, or any of /?#@\\ (a URL goes in the request's target)");
+      if (u <= 0x20 || u == 0x7f || c == '/' || c == '?' || c == '#' || c == '@' || c == '[' || c == ']' || c == '\\')
+        throw std::invalid_argument("http::endpoint: host must be a name or an address (IPv6 without brackets), "
+                                    "without spaces, control characters, or any of /?#@[]\\ (a URL goes in the "
+                                    "request's target)");
     }
     if (port == 0) throw std::invalid_argument("http::endpoint: port must not be 0");
   }
@@ -309,8 +311,9 @@ class pool_core {
   acquired acquire(const std::string& key, time_point now, const std::shared_ptr<pool_waiter>& waiter,
                    const boost::asio::execution_context* on, bool idle_only = false);
   // Takes a waiter out of the queue; false when it was granted meanwhile
-  // (or withdrawn by its context's shutdown).
-  bool withdraw(host& h, pool_waiter& w) noexcept;
+  // (or withdrawn by its context's shutdown, after which `h` may be gone:
+  // it is read only while `w` is queued there).
+  bool withdraw(host* h, pool_waiter& w) noexcept;
   // At the shutdown of `ctx`: its waiters leave every queue, so that no
   // grant posts to a context that is destroying its handlers.
   void withdraw_waiters_on(const boost::asio::execution_context& ctx) noexcept;
@@ -411,11 +414,13 @@ class basic_connection_pool {
   // A connection to `to`, reused or opened; waits for a place until
   // `deadline` when every one is in use. Opening it (resolution, connection,
   // TLS handshake) is bounded by the caller's own cancellation, and the
-  // resolution also by resolve_timeout().
-  boost::asio::awaitable<lease_result> acquire(const endpoint& to, time_point deadline = time_point::max()) & {
-    return acquire_impl(&to, deadline);
+  // resolution also by resolve_timeout(). `to` is checked here
+  // (std::invalid_argument, as endpoint::validate) and copied into the call.
+  boost::asio::awaitable<lease_result> acquire(endpoint to, time_point deadline = time_point::max()) & {
+    to.validate();
+    return acquire_impl(std::move(to), deadline);
   }
-  boost::asio::awaitable<lease_result> acquire(const endpoint&, time_point = time_point::max()) && = delete;
+  boost::asio::awaitable<lease_result> acquire(endpoint, time_point = time_point::max()) && = delete;
 
   // An idle connection to `to` that its peer has not closed, at once; none
   // if there is none. Nothing is opened or waited for. With `ex`, only one
@@ -465,7 +470,7 @@ class basic_connection_pool {
     pool_core::host* where;
     pool_waiter* w;
     ~queue_guard() {
-      if (!core->withdraw(*where, *w) && w->state == pool_waiter::status::granted) {
+      if (!core->withdraw(where, *w) && w->state == pool_waiter::status::granted) {
         w->state = pool_waiter::status::left;
         core->release(*where, std::move(w->granted_connection), false, close_reason::failed, time_point{});
       }
@@ -493,11 +498,11 @@ class basic_connection_pool {
   template <resilience::clock>
   friend class basic_client;
 
-  boost::asio::awaitable<lease_result> acquire_impl(const endpoint* to, time_point deadline) {
+  boost::asio::awaitable<lease_result> acquire_impl(endpoint to, time_point deadline) {
     namespace asio = boost::asio;
     const auto cs = co_await asio::this_coro::cancellation_state;
     if (cs.cancelled() != asio::cancellation_type::none) co_return asio::error::operation_aborted;
-    const std::string key = to->key();
+    const std::string key = to.key();
     using executor_type = asio::any_io_executor;
     const executor_type ex = co_await asio::this_coro::executor;
     const asio::execution_context* const on = &asio::query(ex, asio::execution::context);
@@ -515,7 +520,7 @@ class basic_connection_pool {
           queue_guard guard{&core_, a.where, w.get()};
           w->timer.expires_at(deadline);
           auto [ec] = co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
-          if (!core_.withdraw(*a.where, *w) && w->state == pool_waiter::status::granted) {
+          if (!core_.withdraw(a.where, *w) && w->state == pool_waiter::status::granted) {
             // Granted (maybe as the timer fired or the call was cancelled).
             w->state = pool_waiter::status::left;
             a.conn = std::move(w->granted_connection);
@@ -543,7 +548,7 @@ class basic_connection_pool {
         continue;
       }
       // A place to open a connection in: the lease gives it back on failure.
-      auto opened = co_await open(*to);
+      auto opened = co_await open(to);
       if (!opened) co_return opened.error();
       lease.adopt(std::move(*opened));
       core_.report_opened(*a.where);
