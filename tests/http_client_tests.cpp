@@ -559,9 +559,8 @@ BOOST_AUTO_TEST_CASE(a_408_on_an_idle_connection_is_no_answer_to_the_next_get) {
   manual_clock clock;
   server srv(io);
   srv.script = [](int n) {
-    step s;
-    if (n == 1) s.when_idle = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
-    return s;
+    return n == 1 ? step{.when_idle = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"}
+                  : step{};
   };
   recording_client recorded(clock);
   client_t& c = recorded.client;
@@ -1064,11 +1063,7 @@ BOOST_AUTO_TEST_CASE(a_connection_with_bytes_after_its_response_is_not_reused) {
   asio::io_context io;
   manual_clock clock;
   server srv(io);
-  srv.script = [](int n) {
-    step st;
-    if (n == 1) st.after = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nSTALE";
-    return st;
-  };
+  srv.script = [](int n) { return n == 1 ? step{.after = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nSTALE"} : step{}; };
   client_t c(quick(), clock);
   two_gets_get_their_own_replies(io, c, srv);
   BOOST_TEST(srv.accepted == 2);

@@ -505,7 +505,8 @@ class basic_connection_pool {
     const std::string key = to.key();
     using executor_type = asio::any_io_executor;
     const executor_type ex = co_await asio::this_coro::executor;
-    const asio::execution_context* const on = &asio::query(ex, asio::execution::context);
+    asio::execution_context& context = asio::query(ex, asio::execution::context);
+    const asio::execution_context* const on = &context;
     sweep_now_and_then();
     for (;;) {
       pool_core::acquired a = core_.acquire(key, clock_.now(), nullptr, on);
@@ -514,7 +515,7 @@ class basic_connection_pool {
         if (clock_.now() >= deadline) co_return error::deadline_exceeded;
         auto w = std::make_shared<waiter<executor_type>>(clock_, ex);
         w->self = w;
-        core_.watch(asio::query(ex, asio::execution::context));  // its shutdown withdraws the waiter
+        core_.watch(context);  // its shutdown withdraws the waiter
         a = core_.acquire(key, clock_.now(), w, on);
         if (a.how == pool_core::grant::queued) {
           queue_guard guard{&core_, a.where, w.get()};
