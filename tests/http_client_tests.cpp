@@ -1177,7 +1177,7 @@ BOOST_AUTO_TEST_CASE(options_are_validated_where_they_enter) {
   BOOST_CHECK_THROW(rhttp::connection_pool_options{}.idle_timeout(0s), std::invalid_argument);
   BOOST_CHECK_THROW(rhttp::connection_pool_options{}.resolve_timeout(0s), std::invalid_argument);
   BOOST_CHECK_THROW(rhttp::endpoint::http(""), std::invalid_argument);
-  for (const std::string bad : {std::string("example.com\r\nX-Injected: 1"), std::string("exa\0mple.com", 12),
+  for (const std::string& bad : {std::string("example.com\r\nX-Injected: 1"), std::string("exa\0mple.com", 12),
                                 std::string("example.com/path"), std::string("user@example.com"), std::string(" example.com"),
                                 std::string("[::1]")})
     BOOST_CHECK_THROW(rhttp::endpoint::http(bad), std::invalid_argument);

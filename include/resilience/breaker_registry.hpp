@@ -164,9 +164,10 @@ class basic_breaker_registry {
   basic_breaker_registry& operator=(const basic_breaker_registry&) = delete;
 
   // The breaker of `key`, built on first use. Counts as a use of it.
-  handle breaker_for(const Key& key) {
+  handle breaker_for(const Key& key) { return breaker_for(key, clock_.now()); }
+  // The same, as of `now`, a time the caller has just read from clock().
+  handle breaker_for(const Key& key, time_point now) {
     std::lock_guard lock(mutex_);
-    const time_point now = clock_.now();
     if (auto it = map_.find(key); it != map_.end()) {
       unlink(it->second);
       push_newest(it->second, now);

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <mutex>
 
@@ -30,10 +31,14 @@ bool closed_before_answering(const error_code& ec, bool got_some) noexcept {
 }  // namespace detail
 
 std::string endpoint::key() const {
-  std::string k = host;
-  k += ':';
-  k += std::to_string(port);
-  if (tls) k += ":tls";
+  // Built on every request: one allocation at most, and none for a key that
+  // fits the string's own buffer.
+  char digits[5];
+  const auto length = static_cast<std::size_t>(std::to_chars(digits, digits + sizeof digits, port).ptr - digits);
+  std::string k;
+  k.reserve(host.size() + 1 + length + (tls ? 4 : 0));
+  k.append(host).append(1, ':').append(digits, length);
+  if (tls) k.append(":tls");
   return k;
 }
 
@@ -55,6 +60,11 @@ std::string endpoint::authority() const {
 boost::asio::ip::tcp::socket& connection::socket() noexcept {
   if (auto* tcp = std::get_if<tcp_stream>(&stream_)) return tcp->socket();
   return std::get<tls_stream>(stream_).next_layer().socket();
+}
+
+void connection::abort() noexcept {
+  error_code ignored;
+  socket().close(ignored);
 }
 
 bool connection::peer_closed() noexcept {
@@ -165,7 +175,8 @@ void pool_core::close_all(host& h, std::vector<std::unique_ptr<connection>>& out
   auto expired = [&](const std::unique_ptr<connection>& c) {
     return all || now - c->idle_since_ >= options_.idle_timeout();
   };
-  // Oldest first: the expired ones are a prefix.
+  // Oldest first: the expired ones are a prefix, usually empty.
+  if (h.idle.empty() || !expired(h.idle.front())) return;
   const auto end = std::find_if_not(h.idle.begin(), h.idle.end(), expired);
   h.open -= static_cast<std::uint32_t>(end - h.idle.begin());
   for (auto it = h.idle.begin(); it != end; ++it) out.push_back(std::move(*it));

@@ -27,8 +27,9 @@
 // connections per host, so no user waits for one). Requests are counted in
 // a window that starts once warm-up is over; CPU is that thread's own
 // (getrusage RUSAGE_THREAD), so a server in the same process does not count.
-// `both` runs the modes alternately, R rounds each, and reports medians and
-// the ratios resilient / plain. The exit status is non-zero when a request
+// `both` runs the modes alternately, R rounds each (each mode first in every
+// other round), and reports medians, each round's ratio resilient / plain
+// and the median of those ratios. The exit status is non-zero when a request
 // failed or none completed.
 #include "allocation_counter.hpp"
 
@@ -560,13 +561,17 @@ void print(const char* label, const round_result& r) {
   std::fflush(stdout);
 }
 
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  if (v.empty()) return 0;
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
 template <class F>
 double median_of(const std::vector<round_result>& rs, F f) {
   std::vector<double> v;
   for (const auto& r : rs) v.push_back(f(r));
-  std::sort(v.begin(), v.end());
-  if (v.empty()) return 0;
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  return median_of(std::move(v));
 }
 
 // Each figure the median of its own over the rounds; errors summed.
@@ -591,17 +596,32 @@ int load(const settings& s) {
   const tcp::endpoint resolved = resolver.resolve(s.target_host, std::to_string(s.target_port)).begin()->endpoint();
   std::vector<client_mode> order;
   for (unsigned i = 0; i < s.rounds; ++i) {
-    if (s.mode != client_mode::resilient) order.push_back(client_mode::plain);
+    // Each mode goes first in every other round: a machine that speeds up
+    // or slows down through a run favours neither.
+    const bool plain_first = i % 2 == 0;
+    if (s.mode != client_mode::resilient && plain_first) order.push_back(client_mode::plain);
     if (s.mode != client_mode::plain) order.push_back(client_mode::resilient);
+    if (s.mode != client_mode::resilient && !plain_first) order.push_back(client_mode::plain);
   }
   std::printf("http_load: %s:%u, %u users, %g s per round, %u round(s) each, one client thread\n",
               s.target_host.c_str(), s.target_port, s.concurrency, s.duration_s, s.rounds);
   std::vector<round_result> plain, resilient;
+  std::vector<double> paired_cpu, paired_wall;  // resilient / plain, per round
   for (std::size_t i = 0; i < order.size(); ++i) {
     const round_result r = run_round(order[i], s, resolved);
     const std::string label = "round " + std::to_string(i / (s.mode == client_mode::both ? 2 : 1) + 1);
     print(label.c_str(), r);
     (order[i] == client_mode::plain ? plain : resilient).push_back(r);
+    if (s.mode == client_mode::both && i % 2 == 1) {
+      // The two modes of one round ran back to back, on the machine as it
+      // was then: their ratio is the least disturbed by the host's noise.
+      const round_result& p = plain.back();
+      const round_result& q = resilient.back();
+      paired_cpu.push_back(q.per_cpu_second / p.per_cpu_second);
+      paired_wall.push_back(q.per_second / p.per_second);
+      std::printf("%-16s resilient / plain: req/cpu-s %.3f, req/s %.3f\n", label.c_str(), paired_cpu.back(),
+                  paired_wall.back());
+    }
   }
   std::uint64_t errors = 0;
   bool empty_round = false;
@@ -614,7 +634,9 @@ int load(const settings& s) {
   }
   if (!plain.empty() && !resilient.empty()) {
     const round_result p = median(plain), r = median(resilient);
-    std::printf("resilient / plain: req/cpu-s %.3f, req/s %.3f\n", r.per_cpu_second / p.per_cpu_second,
+    std::printf("resilient / plain: req/cpu-s %.3f, req/s %.3f (median of the rounds' ratios; of the medians: "
+                "%.3f, %.3f)\n",
+                median_of(paired_cpu), median_of(paired_wall), r.per_cpu_second / p.per_cpu_second,
                 r.per_second / p.per_second);
   }
   if (errors > 0) std::fprintf(stderr, "http_load: %llu request(s) failed\n", static_cast<unsigned long long>(errors));

@@ -302,11 +302,21 @@ struct bound_join : timer_node {
   bool fired = false;
   bool timer_done = false;
 
+  // When set, the bound passing calls this instead of emitting `child`: an
+  // owner whose operations can be stopped directly installs no handler in a
+  // slot per operation.
+  void (*on_fire)(void*) noexcept = nullptr;
+  void* fire_target = nullptr;
+
   // The timer's side: `expired` is false when it was disarmed instead.
   void timer_finished(bool expired) {
     if (expired && !op_done) {
       fired = true;
-      child.emit(type);
+      if (on_fire) {
+        on_fire(fire_target);
+      } else {
+        child.emit(type);
+      }
     }
     timer_done = true;
     if (waiter.parked()) waiter.resume();  // may end the frame that holds *this: touch nothing after
@@ -362,6 +372,16 @@ class local_bound {
       timer_->async_wait(
           boost::asio::bind_executor(executor, [this](const error_code& ec) { join_.timer_finished(!ec); }));
     }
+  }
+
+  // Calls on_fire(target) at `at`, instead of a cancellation in slot(): for
+  // operations the caller can stop itself (closing their socket), started
+  // in no slot of this bound's and with no forward().
+  void arm(const Clock& clock, const Executor& executor, time_point at, void (*on_fire)(void*) noexcept,
+           void* target) {
+    join_.on_fire = on_fire;
+    join_.fire_target = target;
+    arm(clock, executor, at, boost::asio::cancellation_type::terminal);
   }
 
   boost::asio::cancellation_slot slot() noexcept { return join_.child.slot(); }

@@ -312,6 +312,15 @@ class request_options {
 
 namespace detail {
 
+// Whether a message has a field: a walk of its fields comparing their enums
+// (find() compares names in a tree, about ten times the work for a few fields).
+template <class Fields>
+bool holds(const Fields& fields, boost::beast::http::field name) noexcept {
+  for (const auto& f : fields)
+    if (f.name() == name) return true;
+  return false;
+}
+
 // Forwards retry events to client_options::on_retry.
 struct client_retry_hook {
   const std::function<void(const client_retry_event&)>* report;
@@ -479,16 +488,17 @@ class basic_client {
   boost::asio::awaitable<result<ResBody>> call(endpoint to, Held held, request_options options) {
     namespace bhttp = boost::beast::http;
     auto& req = request_of(held);
-    if (req.find(bhttp::field::host) == req.end()) req.set(bhttp::field::host, to.authority());
+    if (!http::detail::holds(req, bhttp::field::host)) req.set(bhttp::field::host, to.authority());
     req.prepare_payload();
     properties props;
     props.set(http::idempotent, options.idempotent().value_or(is_idempotent(req)));
     context ctx = context{}.with(props);
     // The total bound: the retry never waits past it, and each attempt's own
     // bound ends there at the latest.
-    ctx.deadline = std::min(options.deadline(), saturating_add(clock_.now(), options_.total_timeout()));
+    const time_point now = clock_.now();
+    ctx.deadline = std::min(options.deadline(), saturating_add(now, options_.total_timeout()));
     const std::string key = to.key();
-    const auto breaker = breakers_.breaker_for(key);
+    const auto breaker = breakers_.breaker_for(key, now);
     std::uint32_t attempts = 0;
     auto attempt_op = [&](const context& c) { return attempt<ResBody>(to, key, req, *breaker, attempts, c); };
     auto res = co_await co_retry(std::move(attempt_op), std::cref(retry_), ctx);
@@ -587,8 +597,10 @@ class basic_client {
   };
 
   // The request written and the response read on one connection, before
-  // bound.at, with the outcome left in `out`. The reads and writes are
-  // started in the bound's slot, without a child coroutine. True when the
+  // bound.at, with the outcome left in `out`. The reads and writes take the
+  // caller's own cancellation slot; the bound passing closes the socket
+  // under them (a connection that ran out of time is never reused), so no
+  // operation installs a handler of the bound's. True when the
   // connection, taken without the peek (`unchecked`), proved closed by the
   // server before it answered: the request may go once more.
   template <class ResBody, class Request>
@@ -600,11 +612,16 @@ class basic_client {
     namespace bhttp = boost::beast::http;
     using T = result<ResBody>;
     const auto caller = co_await asio::this_coro::cancellation_state;
+    connection& conn = lease.conn();
     resilience::detail::local_bound<Clock, asio::any_io_executor> bound;
-    if (limit.at != time_point::max()) bound.arm(clock_, executor, limit.at, asio::cancellation_type::terminal);
+    if (limit.at != time_point::max()) {
+      bound.arm(clock_, executor, limit.at, [](void* c) noexcept { static_cast<connection*>(c)->abort(); }, &conn);
+    }
     bool closed_unanswered = false;
+    // Whether the next operation may start: the bound's firing closes the
+    // socket, but one operation's completion may already be queued then.
+    const auto in_time = [&] { return !bound.fired() && caller.cancelled() == asio::cancellation_type::none; };
     try {
-      connection& conn = lease.conn();
       if (const auto& header = options_.deadline_header()) {
         // The attempt's own bound, less the margin for the way back.
         const time_point sent =
@@ -612,25 +629,22 @@ class basic_client {
         header->write(req, sent, now);
       }
       ctx.set(request_may_have_been_sent, true);
-      const auto in_bound = [&] { return asio::bind_cancellation_slot(bound.slot(), asio::as_tuple(asio::use_awaitable)); };
+      constexpr auto token = asio::as_tuple(asio::use_awaitable);
       // Closed by the server while idle, as far as this exchange can tell.
-      const auto may_resend = [&] {
-        return unchecked && !bound.fired() && caller.cancelled() == asio::cancellation_type::none;
-      };
+      const auto may_resend = [&] { return unchecked && in_time(); };
       const auto stale = [&](const error_code& ec, bool got_some) {
         return may_resend() && http::detail::closed_before_answering(ec, got_some);
       };
       // A file body is read from the file's position as it is written:
       // every attempt starts where the first one did.
       const auto body_start = http::detail::body_position(req.body());
-      bound.forward(caller);
       auto [write_error, written] =
-          co_await conn.visit([&](auto& stream) { return bhttp::async_write(stream, req, in_bound()); });
+          co_await conn.visit([&](auto& stream) { return bhttp::async_write(stream, req, token); });
       http::detail::rewind_body(req.body(), body_start);
       if (write_error) {
         closed_unanswered = stale(write_error, false);
         if (!closed_unanswered) out.emplace(outcome<T>::from_error(write_error));
-      } else if (!bound.fired() && caller.cancelled() == asio::cancellation_type::none) {
+      } else if (in_time()) {
         // Interim responses (1xx but 101, RFC 9110 §15.2: 100 Continue,
         // 103 Early Hints) come before the final one on the connection:
         // read past them, so that no caller gets an interim status and no
@@ -644,12 +658,15 @@ class basic_client {
           parser->header_limit(options_.max_response_header());
           // A response to HEAD has no body, whatever its Content-Length says.
           if (req.method() == bhttp::verb::head) parser->skip(true);
-          bound.forward(caller);
           auto [ec, read] = co_await conn.visit(
-              [&](auto& stream) { return bhttp::async_read(stream, conn.buffer(), *parser, in_bound()); });
+              [&](auto& stream) { return bhttp::async_read(stream, conn.buffer(), *parser, token); });
           read_error = ec;
           const unsigned status = parser->get().result_int();
           if (ec || status < 100 || status >= 200 || status == 101) break;
+          if (!in_time()) {  // an interim response, and no time left for the final one
+            read_error = asio::error::operation_aborted;
+            break;
+          }
         }
         if (read_error) {
           closed_unanswered = !interim && stale(read_error, parser->got_some());
@@ -661,12 +678,13 @@ class basic_client {
         } else {
           // Bytes after the response were asked for by nobody: the next
           // request on this connection would read them as its answer.
-          if (parser->get().keep_alive() && req.keep_alive() && conn.buffer().size() == 0) {
+          // A bound that passed as the response came in has closed the socket.
+          if (!bound.fired() && parser->get().keep_alive() && req.keep_alive() && conn.buffer().size() == 0) {
             lease.keep_alive(clock_.now());
           } else {
             lease.close(close_reason::not_reusable);
           }
-          out.emplace(std::in_place, parser->release());
+          out.emplace(std::in_place, std::move(parser->get()));  // one move, where release() makes two
         }
       }
     } catch (...) {
