@@ -155,7 +155,14 @@ struct server {
         beast::get_lowest_layer(stream).socket().close();
         co_return;
       }
-      if (st.what == step::hang) continue;  // reads on: the client's close ends it
+      if (st.what == step::hang) {  // reads on, after `before` if any: the client's close ends it
+        if (!st.before.empty()) {
+          auto [bec, bn] =
+              co_await asio::async_write(stream, asio::buffer(st.before), asio::as_tuple(asio::use_awaitable));
+          if (bec) co_return;
+        }
+        continue;
+      }
       if (st.headers_only_length) {
         bhttp::response<bhttp::empty_body> res{static_cast<bhttp::status>(st.status), 11};
         res.content_length(*st.headers_only_length);
@@ -1057,6 +1064,28 @@ BOOST_AUTO_TEST_CASE(reads_past_interim_responses_to_the_final_one) {
   BOOST_TEST(srv.accepted == 1);
 }
 
+// An interim response, then nothing: the attempt's time ends the wait for
+// the final one, and that connection is closed, not kept.
+BOOST_AUTO_TEST_CASE(an_interim_response_then_silence_times_out) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) {
+    return n == 1 ? step{.what = step::hang, .before = "HTTP/1.1 100 Continue\r\n\r\n"} : step{};
+  };
+  client_t c(quick().max_retries(0).attempt_timeout(2s), clock);
+  completion<result_t> done;
+  spawn(io, call(c, srv.at(), get()), done);
+  BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 1 && clock.pending() == 1; }));
+  run_until(io, [&] { return done.done(); }, 20);
+  BOOST_TEST(!done.done());  // past the 100, waiting for the final response
+  clock.advance(2s);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST((error_of(done) == resilience::error::timeout));
+  BOOST_TEST(c.pool().open_connections(srv.at()) == 0u);
+  BOOST_TEST(clock.pending() == 0u);
+}
+
 // Bytes after a response were asked for by nobody: a connection holding
 // them is not reused, or the next request would read them as its answer.
 BOOST_AUTO_TEST_CASE(a_connection_with_bytes_after_its_response_is_not_reused) {
@@ -1302,6 +1331,38 @@ BOOST_AUTO_TEST_CASE(a_trusted_certificate_is_accepted_and_its_connection_reused
   BOOST_TEST(srv.accepted == 1);
   BOOST_TEST(srv.requests == 2);
   BOOST_TEST(srv.handshake_failures == 0);
+}
+
+// The attempt's time ends a wait for a TLS server that never answers: the
+// socket under the TLS stream is closed, and the next call opens another.
+BOOST_AUTO_TEST_CASE(times_out_a_hung_tls_server_and_never_reuses_that_connection) {
+  const auto cert = make_certificate();
+  tls_server_context server_tls(cert);
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.tls = &server_tls.ctx;
+  srv.script = [](int n) { return n == 1 ? step{step::hang} : step{}; };
+  auto trust = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
+  trust->add_certificate_authority(asio::buffer(cert.cert_pem));
+  client_t c(quick().max_retries(0).attempt_timeout(2s).pool(rhttp::connection_pool_options{}.tls_context(trust)),
+             clock);
+  const auto to = rhttp::endpoint::https("127.0.0.1", srv.port());
+  completion<result_t> done;
+  spawn(io, call(c, to, get()), done);
+  BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 1 && clock.pending() == 1; }));
+  run_until(io, [&] { return done.done(); }, 20);
+  BOOST_TEST(!done.done());
+  clock.advance(2s);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST((error_of(done) == resilience::error::timeout));
+  BOOST_TEST(c.pool().open_connections(to) == 0u);
+
+  completion<result_t> next;
+  spawn(io, call(c, to, get()), next);
+  BOOST_REQUIRE(run_until(io, [&] { return next.done(); }));
+  BOOST_TEST(status_of(next) == 200u);
+  BOOST_TEST(srv.accepted == 2);
 }
 
 BOOST_AUTO_TEST_CASE(a_get_dropped_without_close_notify_is_retried_a_post_is_not) {
