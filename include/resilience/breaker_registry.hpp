@@ -40,6 +40,7 @@
 #include <resilience/context.hpp>
 #include <resilience/detail/bounded_run.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -280,7 +281,9 @@ class basic_breaker_registry {
     n.newer = n.older = nullptr;
   }
   void push_newest(node& n, time_point now) noexcept {
-    n.last_used = now;
+    // A time read before the lock may be older than the newest node's: the
+    // list stays in time order, which evict_one relies on.
+    n.last_used = newest_ ? std::max(now, newest_->last_used) : now;
     n.older = newest_;
     (newest_ ? newest_->newer : oldest_) = &n;
     newest_ = &n;

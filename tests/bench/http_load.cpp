@@ -617,6 +617,7 @@ int load(const settings& s) {
       // was then: their ratio is the least disturbed by the host's noise.
       const round_result& p = plain.back();
       const round_result& q = resilient.back();
+      if (p.per_cpu_second == 0 || p.per_second == 0) continue;  // a round with no request: no ratio
       paired_cpu.push_back(q.per_cpu_second / p.per_cpu_second);
       paired_wall.push_back(q.per_second / p.per_second);
       std::printf("%-16s resilient / plain: req/cpu-s %.3f, req/s %.3f\n", label.c_str(), paired_cpu.back(),

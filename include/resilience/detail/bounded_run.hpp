@@ -385,7 +385,8 @@ class local_bound {
   }
 
   boost::asio::cancellation_slot slot() noexcept { return join_.child.slot(); }
-  // Whether the bound passed while armed (what ran in slot() was cancelled).
+  // Whether the bound passed while armed (what ran in slot() was cancelled,
+  // or on_fire was called).
   bool fired() const noexcept { return join_.fired; }
 
   // Stops forwarding and disarms. True when the timer's side is under way

@@ -614,6 +614,9 @@ class basic_client {
     const auto caller = co_await asio::this_coro::cancellation_state;
     connection& conn = lease.conn();
     resilience::detail::local_bound<Clock, asio::any_io_executor> bound;
+    // The timer's side runs on this call's executor, so never while this
+    // frame runs: a lease that lets `conn` go before disarm() below, with no
+    // co_await in between, leaves nothing for it to touch.
     if (limit.at != time_point::max()) {
       bound.arm(clock_, executor, limit.at, [](void* c) noexcept { static_cast<connection*>(c)->abort(); }, &conn);
     }
@@ -665,6 +668,7 @@ class basic_client {
           if (ec || status < 100 || status >= 200 || status == 101) break;
           if (!in_time()) {  // an interim response, and no time left for the final one
             read_error = asio::error::operation_aborted;
+            interim = true;
             break;
           }
         }
