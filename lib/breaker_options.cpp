@@ -112,6 +112,26 @@ breaker_options breaker_options::successes_to_close(std::uint32_t m) const {
   return o;
 }
 
+breaker_options breaker_options::slow_only_above_threshold(bool on) const {
+  auto o = *this;
+  o.slow_strict_ = on;
+  return o;
+}
+
+breaker_options breaker_options::judge_every_call(bool on) const {
+  auto o = *this;
+  o.judge_every_call_ = on;
+  return o;
+}
+
+breaker_options breaker_options::half_open_judged_by_ratio(std::uint32_t probes) const {
+  if (probes > max_permits) invalid("half_open_judged_by_ratio must be 0 (off) to 65535 probes");
+  auto o = *this;
+  o.judged_probes_ = probes;
+  if (probes != 0) o.half_open_permits_ = probes;
+  return o;
+}
+
 breaker_options breaker_options::half_open_limit(duration d) const {
   if (d <= duration::zero()) invalid("half_open_limit must be positive");
   auto o = *this;

@@ -76,12 +76,20 @@ breaker_core::breaker_core(breaker_options options, clock_ref clock)
     : word_(make_word(circuit_state::closed, 0)),
       clock_(clock),
       origin_(clock.now()),
-      slow_threshold_(options.slow_call_threshold()),
+      // "Longer than t" is "at least t + one tick".
+      slow_threshold_(options.strict_slow_threshold() && options.slow_call_threshold() != duration::max()
+                          ? options.slow_call_threshold() + duration(1)
+                          : options.slow_call_threshold()),
       minimum_calls_(options.minimum_calls()),
       slow_on_(options.slow_call_ratio().has_value()),
       track_run_(options.consecutive_failures() != 0),
       by_count_(options.window() == breaker_options::window_kind::count),
+      judge_every_call_(options.judges_every_call()),
+      judged_probes_(options.judged_half_open_probes()),
       options_(std::move(options)) {
+  if (judged_probes_ != 0 && !options_.failure_ratio())
+    throw std::invalid_argument(
+        "breaker_options: half_open_judged_by_ratio needs a failure_ratio to judge the probes against");
   if (by_count_) {
     // Pairs of options are judged here, from the values in effect: unset
     // ones have yielded already, so only explicit settings can conflict.
@@ -180,6 +188,7 @@ bool breaker_core::transition(std::uint64_t expected, circuit_state to, time_poi
       publish(epoch, now, options_.half_open_limit());
       // Whoever moves it to half-open in acquire() holds its first probe.
       probes_.store(make_probes(epoch, first_probe ? 1 : 0, 0), std::memory_order_release);
+      if (judged_probes_ != 0) probe_failures_.store((epoch & 0xffffffffu) << 32, std::memory_order_release);
     } else if (to == circuit_state::closed || to == circuit_state::metrics_only) {
       openings_.store(0, std::memory_order_relaxed);
     }
@@ -262,6 +271,9 @@ breaker_ticket breaker_core::admit_slow() noexcept {
         std::uint64_t probes = probes_.load(std::memory_order_acquire);
         while (same_period(probes, epoch)) {
           if (in_flight_of(probes) >= options_.half_open_permits()) return reject(s, duration::zero());
+          // Judged probes: no more than that many in all, until the verdict.
+          if (judged_probes_ != 0 && in_flight_of(probes) + successes_of(probes) >= judged_probes_)
+            return reject(s, duration::zero());
           if (probes_.compare_exchange_weak(probes, probes + one_in_flight, std::memory_order_acq_rel,
                                             std::memory_order_acquire))
             return {epoch, slow_on_ ? now.time_since_epoch() : duration::zero(), admission::probe};
@@ -278,6 +290,7 @@ void breaker_core::finish_probe(std::uint64_t epoch, result r) {
 }
 
 void breaker_core::settle_probe(std::uint64_t epoch, result r) noexcept {
+  if (judged_probes_ != 0) return settle_judged_probe(epoch, r);
   const std::uint64_t period = make_word(circuit_state::half_open, epoch);
   std::uint64_t probes = probes_.load(std::memory_order_acquire);
   for (;;) {
@@ -295,6 +308,37 @@ void breaker_core::settle_probe(std::uint64_t epoch, result r) noexcept {
     // the breaker unless the period ended meanwhile.
     if (r == result::success && successes == options_.successes_to_close())
       transition(period, circuit_state::closed, now());
+    return;
+  }
+}
+
+// Resilience4j's half-open: every probe is recorded; the one that completes
+// the count judges them all. A failure is counted before its probe is (its
+// compare-and-swap on probes_ publishes it), so the judge, whose
+// compare-and-swap comes last, sees every failure of the period.
+void breaker_core::settle_judged_probe(std::uint64_t epoch, result r) noexcept {
+  const std::uint64_t period = make_word(circuit_state::half_open, epoch);
+  const std::uint64_t tag = (epoch & 0xffffffffu) << 32;
+  if (r == result::failure) {
+    std::uint64_t f = probe_failures_.load(std::memory_order_acquire);
+    for (;;) {
+      if (word_.load(std::memory_order_acquire) != period || (f & ~std::uint64_t(0xffffffffu)) != tag) return;
+      if (probe_failures_.compare_exchange_weak(f, f + 1, std::memory_order_acq_rel, std::memory_order_acquire)) break;
+    }
+  }
+  std::uint64_t probes = probes_.load(std::memory_order_acquire);
+  for (;;) {
+    if (word_.load(std::memory_order_acquire) != period || !same_period(probes, epoch)) return;
+    const std::uint32_t in_flight = in_flight_of(probes);
+    const std::uint32_t recorded = successes_of(probes) + (r == result::neither ? 0 : 1);
+    const std::uint64_t next = make_probes(epoch, in_flight > 0 ? in_flight - 1 : 0, std::min(recorded, count_max));
+    if (!probes_.compare_exchange_weak(probes, next, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    if (r != result::neither && recorded == judged_probes_) {
+      const std::uint64_t f = probe_failures_.load(std::memory_order_acquire);
+      const double failures = (f & ~std::uint64_t(0xffffffffu)) == tag ? static_cast<double>(f & 0xffffffffu) : 0.0;
+      const bool reopen = failures / judged_probes_ >= *options_.failure_ratio();
+      transition(period, reopen ? circuit_state::open : circuit_state::closed, now());
+    }
     return;
   }
 }

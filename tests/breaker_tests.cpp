@@ -370,6 +370,88 @@ BOOST_AUTO_TEST_CASE(a_slow_probe_counts_as_a_failure) {
   BOOST_TEST(name(b.state()) == "open");
 }
 
+// Resilience4j's rules, for settings ported from it.
+BOOST_AUTO_TEST_CASE(with_resilience4j_rules_a_call_at_the_threshold_is_not_slow) {
+  for (const bool strict : {false, true}) {
+    breaker b(breaker_options{}.no_failure_ratio().slow_calls(100ms, 1.0).count_window(1).slow_only_above_threshold(strict),
+              clock);
+    auto p = b.try_acquire();
+    clock.advance(100ms);
+    p.record_success();
+    BOOST_TEST_CONTEXT("strict: " << strict) { BOOST_TEST(name(b.state()) == (strict ? "closed" : "open")); }
+    if (strict) {
+      auto q = b.try_acquire();
+      clock.advance(101ms);
+      q.record_success();
+      BOOST_TEST(name(b.state()) == "open", "longer than the threshold is slow");
+    }
+  }
+}
+
+// 3 failures, then the 4th call reaches minimum_calls with a success: 75% is
+// past the threshold. Ours waits for the next failure; Resilience4j's opens.
+BOOST_AUTO_TEST_CASE(judging_every_call_lets_a_success_open_a_window_past_its_threshold) {
+  for (const bool every : {false, true}) {
+    breaker b(breaker_options{}.failure_ratio(0.5).count_window(10).minimum_calls(4).judge_every_call(every), clock);
+    fail(b, 3);
+    BOOST_TEST(name(b.state()) == "closed", "below minimum_calls");
+    succeed(b);
+    BOOST_TEST_CONTEXT("every call: " << every) { BOOST_TEST(name(b.state()) == (every ? "open" : "closed")); }
+  }
+}
+
+// Ten probes in all, judged together: 3 failures of 10 is below 50%, closed;
+// ours would have reopened at the first failure.
+BOOST_AUTO_TEST_CASE(half_open_probes_judged_by_their_failure_ratio) {
+  for (const int failures : {3, 5}) {
+    breaker b(breaker_options{}.consecutive_failures(1).failure_ratio(0.5).open_duration(1s).resilience4j_rules(10),
+              clock);
+    fail(b);
+    clock.advance(1s);
+    std::vector<resilience::breaker_permit> probes;
+    for (int i = 0; i < 10; ++i) {
+      probes.push_back(b.try_acquire());
+      BOOST_REQUIRE(probes.back().is_probe());
+    }
+    BOOST_TEST(!b.try_acquire(), "ten in all until the verdict");
+    for (int i = 0; i < 10; ++i) {
+      BOOST_TEST(name(b.state()) == "half_open", "no verdict before the tenth");
+      if (i < failures) {
+        probes[i].record_failure();
+      } else {
+        probes[i].record_success();
+      }
+    }
+    BOOST_TEST_CONTEXT("failures: " << failures) {
+      BOOST_TEST(name(b.state()) == (failures * 2 >= 10 ? "open" : "closed"));
+    }
+  }
+  BOOST_CHECK_THROW(breaker(breaker_options{}.no_failure_ratio().consecutive_failures(1).half_open_judged_by_ratio(5)),
+                    std::invalid_argument);
+  BOOST_CHECK_THROW(breaker_options{}.half_open_judged_by_ratio(70000), std::invalid_argument);
+}
+
+// A probe given back unrecorded (neither) frees its place for another.
+BOOST_AUTO_TEST_CASE(a_judged_probe_given_back_makes_room_for_another) {
+  breaker b(breaker_options{}.consecutive_failures(1).open_duration(1s).half_open_judged_by_ratio(2), clock);
+  fail(b);
+  clock.advance(1s);
+  {
+    auto first = b.try_acquire();
+    BOOST_REQUIRE(first.is_probe());
+    auto second = b.try_acquire();
+    BOOST_REQUIRE(second.is_probe());
+    BOOST_TEST(!b.try_acquire());
+  }  // both released unrecorded
+  auto a = b.try_acquire();
+  auto c = b.try_acquire();
+  BOOST_REQUIRE(a.is_probe());
+  BOOST_REQUIRE(c.is_probe());
+  a.record_success();
+  c.record_failure();  // 1 of 2 failed: at the 50% default, it reopens
+  BOOST_TEST(name(b.state()) == "open");
+}
+
 BOOST_AUTO_TEST_CASE(open_duration_generator_grows_with_consecutive_openings) {
   std::vector<std::uint32_t> asked;
   breaker b(options().open_duration([&](std::uint32_t n) {

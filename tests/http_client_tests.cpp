@@ -6,6 +6,7 @@
 
 #include <resilience/http/client.hpp>
 #include <resilience/http/connection_pool.hpp>
+#include <resilience/http/server.hpp>
 #include <resilience/testing/manual_clock.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -331,6 +332,53 @@ BOOST_AUTO_TEST_CASE(measures_an_http_date_retry_after_on_the_wall_clock_it_is_g
   BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
   BOOST_TEST(status_of(done) == 200u);
   BOOST_TEST((c.options().retry_after().max_retry_after() == 10s));
+}
+
+// A budget shared by the client's calls: when most attempts fail, retrying
+// stops, and each refusal is reported.
+BOOST_AUTO_TEST_CASE(a_retry_budget_stops_retrying_when_most_attempts_fail) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int) { return step{step::respond, 503}; };
+  resilience::retry_throttle throttle{10, 0.1};
+  int refusals = 0;
+  client_t c(quick().budget(throttle).on_budget_refused([&](const resilience::budget_refusal&) { ++refusals; }),
+             clock);
+  std::vector<int> requests_per_call;
+  for (int call_number = 0; call_number < 3; ++call_number) {
+    const int before = srv.requests;
+    completion<result_t> done;
+    spawn(io, call(c, srv.at(), get()), done);
+    BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+    BOOST_TEST(status_of(done) == 503u);
+    requests_per_call.push_back(srv.requests - before);
+  }
+  // 10 tokens, one per failed attempt, retries while above 5: four attempts,
+  // then one attempt a call.
+  BOOST_TEST(requests_per_call == (std::vector<int>{4, 1, 1}), boost::test_tools::per_element());
+  BOOST_TEST(refusals == 2);
+  BOOST_TEST(throttle.refusals() == 2u);
+}
+
+// Asked for longer than max_retry_after(): the call ends with the server's
+// answer at once, instead of coming back sooner than asked.
+BOOST_AUTO_TEST_CASE(a_retry_after_past_the_maximum_ends_the_call_with_that_response) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::respond, 429, {{"Retry-After", "35"}}} : step{}; };
+  int retries = 0;
+  client_t c(rhttp::client_options::standard().on_retry([&](const rhttp::client_retry_event&) { ++retries; }), clock);
+  BOOST_TEST((c.options().retry_after().max_retry_after() == 30s));
+  BOOST_TEST(c.options().retry_after().is_jittered(), "spread by default");
+  completion<result_t> done;
+  spawn(io, call(c, srv.at(), get()), done);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST(status_of(done) == 429u);
+  BOOST_TEST(srv.requests == 1);
+  BOOST_TEST(retries == 0);
+  BOOST_TEST(clock.pending() == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_malformed_retry_after_is_reported_and_the_backoff_waited) {
@@ -901,6 +949,111 @@ BOOST_AUTO_TEST_CASE(the_breaker_of_a_host_opens_and_rejects_without_connecting)
   spawn(io, call(c, healthy.at(), get()), other);
   BOOST_REQUIRE(run_until(io, [&] { return other.done(); }));
   BOOST_TEST(status_of(other) == 200u);
+}
+
+asio::awaitable<result_t> call_within(client_t& c, rhttp::endpoint to, bhttp::request<bhttp::empty_body> req,
+                                      resilience::context parent) {
+  co_return co_await c.request(std::move(to), std::move(req), parent);
+}
+
+// The caller's context bounds the call with its deadline and lends it its
+// properties, with no copying by hand.
+BOOST_AUTO_TEST_CASE(the_callers_context_bounds_the_call_and_receives_its_marks) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int) { return step{step::hold}; };
+  client_t c(quick(), clock);
+  resilience::properties props;
+  resilience::context parent = resilience::context{}.with(props);
+  parent.deadline = clock.now() + 250ms;
+  completion<result_t> done;
+  spawn(io, call_within(c, srv.at(), get(), parent), done);
+  BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 1 && clock.pending() >= 1; }));
+  BOOST_TEST((clock.next_expiry() == parent.deadline), "the attempt is bound by the caller's deadline");
+  clock.advance(250ms);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST((error_of(done) == resilience::error::deadline_exceeded));
+  BOOST_TEST(props.value_or(rhttp::request_may_have_been_sent, false), "the caller sees the call's marks");
+  BOOST_TEST(srv.requests == 1, "no retry past the deadline");
+}
+
+// A gateway: a guarded handler passes its inbound deadline to an upstream
+// call. When the deadline passes, the handler's bound cancels the call; the
+// call reports the deadline (not a bare operation_aborted that reads as an
+// upstream failure), and the client of the gateway gets 504.
+BOOST_AUTO_TEST_CASE(an_upstream_call_cut_by_the_inbound_deadline_ends_deadline_exceeded) {
+  asio::io_context io;
+  manual_clock clock;
+  server upstream(io);
+  upstream.script = [](int) { return step{step::hold}; };
+  client_t c(quick(), clock);
+  std::vector<error_code> seen;
+  int deadlines = 0;
+  auto handler = [&](rhttp::server_request, const resilience::context& ctx)
+      -> asio::awaitable<bhttp::response<bhttp::string_body>> {
+    const auto r = co_await c.request(upstream.at(), get(), ctx);
+    seen.push_back(r.has_error() ? r.error() : error_code{});
+    bhttp::response<bhttp::string_body> res{r.has_error() ? bhttp::status::bad_gateway : bhttp::status::ok, 11};
+    co_return res;
+  };
+  rhttp::guarded_handler guarded{handler, rhttp::server_options{}.on_deadline_exceeded([&](auto) { ++deadlines; }),
+                                 clock};
+  rhttp::server_request inbound{bhttp::verb::get, "/quote", 11};
+  inbound.set("grpc-timeout", "100m");
+  completion<bhttp::response<bhttp::string_body>> done;
+  spawn(io, guarded(std::move(inbound)), done);
+  BOOST_REQUIRE(run_until(io, [&] { return upstream.requests == 1; }));
+  clock.advance(100ms);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_REQUIRE(done.value);
+  BOOST_TEST(done.value->result_int() == 504u);
+  BOOST_TEST(deadlines == 1);
+  BOOST_REQUIRE_EQUAL(seen.size(), 1u);
+  BOOST_TEST((seen[0] == resilience::error::deadline_exceeded), seen[0].message());
+}
+
+// Worker loops calling a host whose breaker is open are refused without
+// I/O; each refusal still gives the io_context a turn, so the timer that
+// ends the loops fires while they run (before, they spun until done).
+BOOST_AUTO_TEST_CASE(loops_refused_by_an_open_breaker_leave_room_for_a_timer) {
+  asio::io_context io;
+  manual_clock clock;
+  server failing(io);
+  failing.script = [](int) { return step{step::respond, 500, {}, true}; };
+  client_t c(quick().max_retries(0).breaker(resilience::breaker_options{}.consecutive_failures(1).open_duration(1h)),
+             clock);
+  completion<result_t> first;
+  spawn(io, call(c, failing.at(), get()), first);
+  BOOST_REQUIRE(run_until(io, [&] { return first.done(); }));
+  BOOST_REQUIRE(status_of(first) == 500u);
+
+  constexpr int loops = 4, most = 2000;
+  bool stop = false;
+  int calls = 0, at_timer = -1, not_refused = 0, ended = 0;
+  for (int i = 0; i < loops; ++i) {
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+          for (int n = 0; n < most && !stop; ++n) {
+            ++calls;
+            const auto r = co_await c.request(failing.at(), get());
+            if (!r.has_error() || r.error() != resilience::error::circuit_open) ++not_refused;
+          }
+          ++ended;
+        },
+        asio::detached);
+  }
+  asio::steady_timer timer(io, 0ms);
+  timer.async_wait([&](error_code) {
+    at_timer = calls;
+    stop = true;
+  });
+  BOOST_REQUIRE(run_until(io, [&] { return ended == loops; }));
+  BOOST_TEST(at_timer >= 0);
+  BOOST_TEST(at_timer < most);
+  BOOST_TEST(not_refused == 0);
+  BOOST_TEST(failing.requests == 1);
 }
 
 BOOST_AUTO_TEST_CASE(reports_each_calls_attempts_and_which_waits_were_the_servers) {

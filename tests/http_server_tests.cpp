@@ -159,6 +159,17 @@ asio::awaitable<response> test_handler::operator()(rhttp::server_request req, co
     auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
     f->downstream.push_back(ec);
     if (ec) throw boost::system::system_error(ec);
+  } else if (req.target() == "/mapped") {  // turns the cut downstream call into an answer of its own
+    auto timer = f->clock.make_timer(co_await asio::this_coro::executor);
+    timer.expires_after(1h);
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    f->downstream.push_back(ec);
+    if (ec) {
+      res.result(bhttp::status::bad_gateway);
+      res.body() = ec.message();
+      res.prepare_payload();
+      co_return res;
+    }
   } else if (req.target() == "/big") {  // more than any socket buffer holds
     res.body().assign(16 * 1024 * 1024, 'b');
     res.prepare_payload();
@@ -273,6 +284,50 @@ BOOST_AUTO_TEST_CASE(a_passed_deadline_answers_504_and_cancels_the_downstream_wa
   c.read(*this);
   BOOST_REQUIRE(drive([&] { return c.reads == 2; }));
   BOOST_TEST(c.responses.back().result_int() == 200u);
+}
+
+// A handler that maps the cancelled downstream call to a 502 of its own (as an
+// ordinary status mapping does) does not hide the deadline: the client gets
+// 504, and it is counted as one.
+BOOST_AUTO_TEST_CASE(past_the_deadline_the_answer_is_504_whatever_the_handler_returns) {
+  start(options());
+  client c(*this);
+  const time_point sent_at = clock.now();
+  c.send(get("/mapped", "grpc-timeout: 100m\r\n"));
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return calls == 1; }));
+  BOOST_REQUIRE(armed(sent_at + 100ms));
+  advance(100ms);
+  BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
+  BOOST_REQUIRE_EQUAL(c.responses.size(), 1u);
+  BOOST_TEST(c.responses[0].result_int() == 504u);
+  BOOST_REQUIRE_EQUAL(downstream.size(), 1u);
+  BOOST_TEST(downstream[0] == asio::error::operation_aborted);
+  BOOST_REQUIRE_EQUAL(deadlines_exceeded.size(), 1u);
+  BOOST_TEST((deadlines_exceeded[0] == sent_at + 100ms));
+  BOOST_TEST(finished == (std::vector<unsigned>{504}), boost::test_tools::per_element());
+  BOOST_TEST(server->in_flight() == 0u);
+}
+
+// A proxy may add a deadline field of its own: the request is held to the
+// tightest, and one malformed field among them is the client's error.
+BOOST_AUTO_TEST_CASE(several_deadline_fields_the_tightest_wins_and_a_malformed_one_answers_400) {
+  start(options());
+  client c(*this);
+  const time_point sent_at = clock.now();
+  c.send(get("/hello", "grpc-timeout: 5S\r\ngrpc-timeout: 100m\r\ngrpc-timeout: 2S\r\n"));
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
+  BOOST_REQUIRE_EQUAL(handler_deadlines.size(), 1u);
+  BOOST_TEST((handler_deadlines[0] == sent_at + 100ms));
+  BOOST_TEST(c.responses.at(0).result_int() == 200u);
+
+  c.send(get("/hello", "grpc-timeout: 100m\r\ngrpc-timeout: soon\r\n"));
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return c.reads == 2; }));
+  BOOST_REQUIRE_EQUAL(c.responses.size(), 2u);
+  BOOST_TEST(c.responses[1].result_int() == 400u);
+  BOOST_TEST(calls == 1, "the handler is not called");
 }
 
 BOOST_AUTO_TEST_CASE(a_handler_done_before_its_deadline_answers_normally) {
@@ -526,6 +581,7 @@ BOOST_AUTO_TEST_CASE(an_oversized_header_answers_431_and_closes) {
   BOOST_REQUIRE(drive([&] { return c.reads == 2; }));
   BOOST_TEST(c.closed());
   BOOST_TEST(calls == 0);
+  BOOST_TEST(finished == (std::vector<unsigned>{431}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(an_oversized_body_answers_413_by_length_or_as_it_arrives) {
@@ -549,6 +605,7 @@ BOOST_AUTO_TEST_CASE(an_oversized_body_answers_413_by_length_or_as_it_arrives) {
   BOOST_REQUIRE(drive([&] { return fits.reads == 1; }));
   BOOST_TEST(fits.responses.at(0).result_int() == 200u);
   BOOST_TEST(calls == 1);
+  BOOST_TEST(finished == (std::vector<unsigned>{413, 413, 200}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(a_malformed_request_answers_400) {
@@ -558,6 +615,7 @@ BOOST_AUTO_TEST_CASE(a_malformed_request_answers_400) {
   c.read(*this);
   BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
   BOOST_TEST(c.responses.at(0).result_int() == 400u);
+  BOOST_TEST(finished == (std::vector<unsigned>{400}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(drain_lets_requests_in_progress_finish_and_refuses_new_connections) {
@@ -623,8 +681,9 @@ BOOST_AUTO_TEST_CASE(after_the_grace_a_drain_closes_connections_stalled_in_any_p
   loris.read(*this);
   body.read(*this);
   held.read(*this);
-  // Each connection has its bound armed, and the handler its downstream wait.
-  BOOST_REQUIRE(drive([&] { return calls == 1 && server->connections() == 3u && clock.pending() == 3u; }));
+  // Each connection has its bound armed, and the handler its deadline
+  // (max_deadline) and its downstream wait.
+  BOOST_REQUIRE(drive([&] { return calls == 1 && server->connections() == 3u && clock.pending() == 4u; }));
   server->drain();
   settle();
   BOOST_TEST(loris.reads + body.reads + held.reads == 0, "all three have their grace");
@@ -732,6 +791,8 @@ BOOST_AUTO_TEST_CASE(bad_values_are_refused_naming_the_field) {
   BOOST_TEST(o.max_body_bytes() == 0u);
   BOOST_TEST(server_options{}.max_concurrent() == 100u);
   BOOST_TEST(server_options{}.inbound_deadline().is_grpc_timeout());
+  BOOST_TEST((o.max_deadline() == duration::max()), "no cap, when asked for");
+  BOOST_TEST((server_options{}.max_deadline() == 30s), "a handler is bounded by default");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

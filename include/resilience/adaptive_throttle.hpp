@@ -54,6 +54,7 @@
 #include <resilience/clock.hpp>
 #include <resilience/context.hpp>
 #include <resilience/detail/bounded_run.hpp>
+#include <resilience/detail/sleep.hpp>
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
 #include <resilience/random.hpp>
@@ -266,7 +267,10 @@ class throttle_core {
 template <class T, class Executor, class Op, class Classifier, class Clock>
 boost::asio::awaitable<T, Executor> throttle_call(Op op, throttle_core* core, const Clock* clock,
                                                   Classifier accepted, context ctx) {
-  if (!core->admit(detail::coarse_now(*clock))) co_return make_failure<T>(error::throttled);
+  if (!core->admit(detail::coarse_now(*clock))) {
+    co_await yield_after_refusal<Executor>();
+    co_return make_failure<T>(error::throttled);
+  }
   // Counted once the outcome is known: a frame destroyed unresumed (its
   // execution context shut down) or a cancellation counts for nothing.
   std::optional<outcome<T>> result;

@@ -166,6 +166,14 @@ class delay_sequence {
   // (decorrelated, decorrelated_clamped, custom) grow from next. The others
   // do not read it.
   void waited(duration d) noexcept { previous_ = d; }
+  // The server pushed back (retry_delay::pushback, gRFC A6): the retries
+  // after it grow from the first delay again.
+  void restart() noexcept {
+    retry_ = 0;
+    previous_ = backoff_->kind() == backoff::shape::custom ? duration::zero() : backoff_->first();
+    v2_previous_ = 0.0;
+    v2_at_cap_ = false;
+  }
 
  private:
   duration decorrelated_v2(double unit) noexcept;

@@ -22,6 +22,10 @@
 // buckets) (the calls of the last `span`, in `buckets` slices that expire
 // whole). Ratios are judged once the window holds minimum_calls() calls, when
 // a failed or slow call is recorded: a success never opens the breaker.
+//
+// Resilience4j differs in three rules; each of ours is a choice, given with
+// its reason below, and resilience4j_rules() (or one option each) restores
+// theirs for settings ported from it.
 #pragma once
 
 #include <resilience/breaker_state.hpp>
@@ -79,6 +83,30 @@ class breaker_options {
   breaker_options successes_to_close(std::uint32_t m) const;  // 1 by default
   breaker_options half_open_limit(duration d) const;          // 60 s by default; duration::max() for none
 
+  // -- Resilience4j's rules --
+  // A call is slow when it took longer than the threshold, as Resilience4j
+  // counts it. Ours counts "at least as long": a call cut by a timeout equal
+  // to the threshold is slow.
+  breaker_options slow_only_above_threshold(bool on = true) const;
+  // The ratios are judged after every recorded call, a success too: a window
+  // that reaches minimum_calls() already past a threshold opens on that
+  // success. Ours judges on failed and slow calls only, so that a success
+  // reads no window (the hot path); such a window opens at its next failure.
+  breaker_options judge_every_call(bool on = true) const;
+  // The half-open period lets `probes` calls through in all (at most that
+  // many at once) and then judges them together: their failure ratio (a slow
+  // probe counts as failed) at or above failure_ratio() reopens it, below
+  // closes it; Resilience4j's permittedNumberOfCallsInHalfOpenState. Ours
+  // reopens at the first failed probe and closes after successes_to_close()
+  // successes: a dependency that fails a probe is not ready, and one bad
+  // probe costs one break, not a ratio's worth of failed calls. 1 to 65535;
+  // building a breaker without a failure ratio then throws. 0: ours.
+  breaker_options half_open_judged_by_ratio(std::uint32_t probes) const;
+  // All three, with Resilience4j's 10 half-open calls by default.
+  breaker_options resilience4j_rules(std::uint32_t half_open_probes = 10) const {
+    return slow_only_above_threshold().judge_every_call().half_open_judged_by_ratio(half_open_probes);
+  }
+
   // -- events: run on the calling thread, outside any lock. What one throws
   // ends the call that caused the event (the transition stands, a probe that
   // call was given goes back): a breaker call ends with it as its outcome,
@@ -112,6 +140,9 @@ class breaker_options {
   std::uint32_t half_open_permits() const noexcept { return half_open_permits_; }
   std::uint32_t successes_to_close() const noexcept { return successes_to_close_; }
   duration half_open_limit() const noexcept { return half_open_limit_; }
+  bool strict_slow_threshold() const noexcept { return slow_strict_; }
+  bool judges_every_call() const noexcept { return judge_every_call_; }
+  std::uint32_t judged_half_open_probes() const noexcept { return judged_probes_; }  // 0: off
   const std::function<void(const state_change&)>& on_state_change() const noexcept { return on_state_change_; }
   const std::function<void(const rejection&)>& on_rejection() const noexcept { return on_rejection_; }
 
@@ -132,6 +163,9 @@ class breaker_options {
   std::uint32_t half_open_permits_ = 1;
   std::uint32_t successes_to_close_ = 1;
   duration half_open_limit_ = std::chrono::seconds(60);
+  bool slow_strict_ = false;
+  bool judge_every_call_ = false;
+  std::uint32_t judged_probes_ = 0;
   std::function<void(const state_change&)> on_state_change_;
   std::function<void(const rejection&)> on_rejection_;
 };

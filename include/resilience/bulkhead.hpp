@@ -48,6 +48,7 @@
 #include <resilience/clock.hpp>
 #include <resilience/context.hpp>
 #include <resilience/detail/bounded_run.hpp>
+#include <resilience/detail/sleep.hpp>
 #include <resilience/detail/parked_joins.hpp>
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
@@ -412,6 +413,7 @@ boost::asio::awaitable<bulkhead_admission, Executor> bulkhead_queue(bulkhead_cor
   // A full queue rejects without suspending (a snapshot of one atomic word).
   if (core->queue_full()) {
     core->report(bulkhead_reject_reason::queue_full);
+    co_await yield_after_refusal<Executor>();
     co_return bulkhead_admission{{}, error::bulkhead_full};
   }
   const Executor executor = co_await asio::this_coro::executor;

@@ -80,6 +80,7 @@
 #include <resilience/clock.hpp>
 #include <resilience/context.hpp>
 #include <resilience/detail/bounded_run.hpp>
+#include <resilience/detail/sleep.hpp>
 #include <resilience/detail/breaker_core.hpp>
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
@@ -198,6 +199,7 @@ template <class T, class Executor, class Op, class Classifier>
 boost::asio::awaitable<T, Executor> breaker_call(Op op, breaker_core* core, Classifier classify, context ctx) {
   breaker_permit permit = admit(*core);
   if (!permit) {
+    co_await yield_after_refusal<Executor>();
     if constexpr (!std::is_void_v<T> && outcome_traits<T>::has_error_channel) {
       co_return outcome_traits<T>::from_error(error::circuit_open);
     } else {

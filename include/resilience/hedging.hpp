@@ -172,13 +172,8 @@ class basic_hedging_policy {
   }
   // Asked before each hedge, told each attempt's outcome (retry_budget.hpp).
   // Shared: it must outlive the policy.
-  template <class B>
-  basic_hedging_policy budget(B& budget) const
-    requires requires(B& b) {
-      b.record(true, true);
-      { b.try_retry() } -> std::convertible_to<bool>;
-    }
-  {
+  template <retry_budget B>
+  basic_hedging_policy budget(B& budget) const {
     auto p = *this;
     p.budget_ = detail::budget_ref::to(budget);
     return p;
@@ -344,7 +339,7 @@ class hedge_join : public timer_node {
     const context& actx = attempts_[index].ctx;
     const bool cancelled = o.cancelled();
     const bool non_fatal = !cancelled && classify(policy_->classifier(), o, actx);
-    if (!cancelled) policy_->budget().record(non_fatal, index == 0);
+    if (!cancelled) policy_->budget().record(verdict_of(o, non_fatal), index == 0);
     result_.emplace(std::move(o));
     chosen_ = index + 1;
     if (!non_fatal) {
@@ -646,7 +641,7 @@ boost::asio::awaitable<T, Executor> hedged_call(Op op, const Policy* policy, con
       auto& v = spawned_value<T>(first);
       if (!outcome_traits<T>::error(v).failed() && join.disarm()) {
         join.mark_first_done();
-        policy->budget().record(false, true);
+        policy->budget().record(attempt_verdict::success, true);
         finish();
         co_return std::move(v);
       }

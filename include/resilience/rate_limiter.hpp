@@ -64,6 +64,7 @@
 #include <resilience/clock.hpp>
 #include <resilience/context.hpp>
 #include <resilience/detail/bounded_run.hpp>
+#include <resilience/detail/sleep.hpp>
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
 
@@ -340,10 +341,15 @@ boost::asio::awaitable<T, Executor> rate_limited_call(Op op, rate_limiter_core* 
     if (core->options().max_wait() == duration::zero()) {
       // Rejects without a frame for the queue: nothing would wait in it.
       core->report(rate_limit_reject_reason::no_permit, core->time_until_permit(clock->now()));
+      co_await yield_after_refusal<Executor>();
       co_return outcome<T>::from_error(error::rate_limited).get();
     }
     const error_code ec = co_await rate_limit_queue<Clock, Executor>(core, clock, ctx.deadline);
-    if (ec) co_return outcome<T>::from_error(ec).get();
+    if (ec) {
+      // Turned away without a wait (no permit before the deadline) or after one.
+      if (ec == error::rate_limited) co_await yield_after_refusal<Executor>();
+      co_return outcome<T>::from_error(ec).get();
+    }
   }
   co_return co_await invoke_op(op, ctx);
 }

@@ -55,6 +55,7 @@
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
 #include <resilience/random.hpp>
+#include <resilience/retry_budget.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -97,13 +98,18 @@ struct no_retry_hook {
 // the call gives up at once.
 class retry_delay {
  public:
-  enum class kind : std::uint8_t { backoff, after, at_least, after_then_backoff, stop };
+  enum class kind : std::uint8_t { backoff, after, at_least, after_then_backoff, stop, pushback };
 
   // The policy's schedule, jittered as it says.
   static constexpr retry_delay backoff() noexcept { return {kind::backoff, duration::zero(), false}; }
   // Exactly `d` (a server's Retry-After or pushback, a breaker's time until
   // its next probe). Not jittered unless jittered() says so.
+  // The schedule goes on counting retries (and grows from `d`, for the
+  // schedules that grow from the previous delay).
   static retry_delay after(duration d) { return {kind::after, checked(d), false}; }
+  // A server's pushback (gRFC A6: "retry in d"): exactly `d`, and the
+  // schedule starts again from its first delay for the retries after it.
+  static retry_delay pushback(duration d) { return {kind::pushback, checked(d), false}; }
   // The schedule's delay, but never less than `d`.
   static retry_delay at_least(duration d) { return {kind::at_least, checked(d), false}; }
   // `d`, then the schedule's delay on top, jittered as it says: never
@@ -230,20 +236,37 @@ namespace detail {
 // through function pointers per attempt when one is set; a null test when not.
 struct budget_ref {
   void* budget = nullptr;
-  void (*record_fn)(void*, bool, bool) noexcept = nullptr;
+  void (*record_fn)(void*, attempt_verdict, bool) noexcept = nullptr;
   bool (*try_retry_fn)(void*) noexcept = nullptr;
 
-  void record(bool transient_failure, bool first_attempt) const noexcept {
-    if (budget) record_fn(budget, transient_failure, first_attempt);
+  void record(attempt_verdict v, bool first_attempt) const noexcept {
+    if (budget) record_fn(budget, v, first_attempt);
   }
   bool allows_retry() const noexcept { return !budget || try_retry_fn(budget); }
+  // As a budget itself (a client's options hold one for their policy).
+  bool try_retry() const noexcept { return allows_retry(); }
+  explicit operator bool() const noexcept { return budget != nullptr; }
 
   template <class B>
   static budget_ref to(B& b) noexcept {
-    return {&b, [](void* p, bool failed, bool first) noexcept { static_cast<B*>(p)->record(failed, first); },
+    return {&b,
+            [](void* p, attempt_verdict v, bool first) noexcept {
+              if constexpr (requires(B& x) { x.record(v, first); }) {
+                static_cast<B*>(p)->record(v, first);
+              } else {
+                static_cast<B*>(p)->record(v == attempt_verdict::retryable_failure, first);
+              }
+            },
             [](void* p) noexcept -> bool { return static_cast<B*>(p)->try_retry(); }};
   }
 };
+
+// How a settled attempt counts for a budget (attempt_verdict).
+template <class T>
+attempt_verdict verdict_of(const outcome<T>& o, bool retryable) noexcept {
+  if (retryable) return attempt_verdict::retryable_failure;
+  return o.failed() ? attempt_verdict::final_failure : attempt_verdict::success;
+}
 
 // wait_out_open_circuit(): a breaker's rejection waits until it lets a probe
 // through; every other failure is left to the generator set before.
@@ -374,15 +397,16 @@ class basic_retry_policy {
   // retry (retry_budget.hpp): a refusal ends the call with its last outcome
   // (or retry_budget_exhausted: budget_refusal_as_error). `budget` is shared
   // and must outlive the policy.
-  template <class B>
-  basic_retry_policy budget(B& budget) const
-    requires requires(B& b) {
-      b.record(true, true);
-      { b.try_retry() } -> std::convertible_to<bool>;
-    }
-  {
+  template <retry_budget B>
+  basic_retry_policy budget(B& budget) const {
     auto p = *this;
     p.budget_ = detail::budget_ref::to(budget);
+    return p;
+  }
+  // A budget already referred to (http::client_options holds one).
+  basic_retry_policy budget(const detail::budget_ref& budget) const {
+    auto p = *this;
+    p.budget_ = budget;
     return p;
   }
   // Called when the budget refuses a retry, on the calling coroutine's
@@ -575,7 +599,7 @@ template <class Policy, class T>
   if (policy.budget().budget) {
     const error_code ec = o.error();
     if (!is_cancellation(ec) && ec != error::circuit_open && ec != error::throttled && ec != error::rate_limited)
-      policy.budget().record(!final, first_attempt);
+      policy.budget().record(verdict_of(o, !final), first_attempt);
   }
   return final;
 }
@@ -618,14 +642,19 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
       if (decision.decision() != retry_delay::kind::backoff) {
         const duration given = decision.is_jittered() ? jitter_given(options.delays, decision.given(), policy.random())
                                                       : decision.given();
-        if (decision.decision() == retry_delay::kind::after) {
+        if (decision.decision() == retry_delay::kind::pushback) {
           next = delay{decision.given(), given};
-        } else if (decision.decision() == retry_delay::kind::after_then_backoff) {
-          next = delay{saturating_sum(given, next.nominal), saturating_sum(given, next.actual)};
+          delays.restart();
         } else {
-          next = delay{std::max(next.nominal, decision.given()), std::max(next.actual, given)};
+          if (decision.decision() == retry_delay::kind::after) {
+            next = delay{decision.given(), given};
+          } else if (decision.decision() == retry_delay::kind::after_then_backoff) {
+            next = delay{saturating_sum(given, next.nominal), saturating_sum(given, next.actual)};
+          } else {
+            next = delay{std::max(next.nominal, decision.given()), std::max(next.actual, given)};
+          }
+          delays.waited(next.actual);
         }
-        delays.waited(next.actual);
       }
     }
     const time_point now = give_up_at != time_point::max() || next.actual != duration::zero() ? policy.clock().now()
@@ -740,7 +769,7 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
     if constexpr (std::is_void_v<T>) {
       co_await invoke_op(op, ctx);
       if constexpr (ignores_successes<classifier>) {
-        policy.budget().record(false, true);
+        policy.budget().record(attempt_verdict::success, true);
         co_return;
       }
       first.make(outcome<T>::from_value({}));
@@ -748,7 +777,7 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
       T value = co_await invoke_op(op, ctx);
       if constexpr (ignores_successes<classifier>) {
         if (!outcome_traits<T>::error(value).failed()) {
-          policy.budget().record(false, true);
+          policy.budget().record(attempt_verdict::success, true);
           co_return value;
         }
       }

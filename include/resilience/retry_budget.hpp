@@ -26,14 +26,32 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <utility>
 
 namespace resilience {
 
+// How an attempt ended, as a budget counts it. gRFC A6: a success gives
+// tokens back, a failure the policy would retry takes one, and a failure it
+// would not retry (a 404, a bad request) neither: it tells nothing of whether
+// retrying helps. A value the op returned (an HTTP response of any status the
+// classifier does not retry) is a success.
+enum class attempt_verdict : std::uint8_t { success, retryable_failure, final_failure };
+
+// A budget the retry and hedging stages can use: told how each attempt
+// ended, asked before each retry. A budget with record(bool failed, bool
+// first_attempt) is accepted too; it is told a final failure as a success.
+template <class B>
+concept retry_budget = requires(B& b) {
+  requires requires { b.record(attempt_verdict::success, true); } || requires { b.record(true, true); };
+  { b.try_retry() } -> std::convertible_to<bool>;
+};
+
 // gRPC's retry throttling (gRFC A6): the token count starts at max_tokens;
-// every failed attempt takes 1, every success gives back token_ratio, up to
-// max_tokens; retries are allowed while the count is above max_tokens / 2.
+// every retryable failure takes 1, every success gives back token_ratio, up
+// to max_tokens, a final failure neither; retries are allowed while the count
+// is above max_tokens / 2.
 class retry_throttle {
  public:
   // max_tokens in [1, 1000]; token_ratio in (0, max_tokens], with at most
@@ -43,12 +61,15 @@ class retry_throttle {
   retry_throttle(const retry_throttle&) = delete;
   retry_throttle& operator=(const retry_throttle&) = delete;
 
-  // An attempt's outcome: failed means a failure the policy calls transient.
-  // One atomic addition, never a retried compare-and-swap (which two threads
-  // would keep failing on each other's writes); a step past a bound is
-  // taken back at once. Another thread may glimpse the count up to one step
-  // per thread past a bound in between: only whether it is above half
-  // matters, and the books come out exact.
+  // An attempt's outcome. One atomic addition, never a retried
+  // compare-and-swap (which two threads would keep failing on each other's
+  // writes); a step past a bound is taken back at once. Another thread may
+  // glimpse the count up to one step per thread past a bound in between:
+  // only whether it is above half matters, and the books come out exact.
+  void record(attempt_verdict v, bool first_attempt = true) noexcept {
+    if (v != attempt_verdict::final_failure) record(v == attempt_verdict::retryable_failure, first_attempt);
+  }
+  // The same, with failed meaning a failure the policy would retry.
   void record(bool failed, bool /*first_attempt*/ = true) noexcept {
     if (!failed) {
       // At the maximum (the healthy case) a success writes nothing.
@@ -183,7 +204,11 @@ class basic_retry_ratio_budget {
   basic_retry_ratio_budget(const basic_retry_ratio_budget&) = delete;
   basic_retry_ratio_budget& operator=(const basic_retry_ratio_budget&) = delete;
 
-  // Every attempt's outcome; only first attempts count as calls.
+  // Every attempt's outcome; only first attempts count as calls, whatever
+  // their outcome.
+  void record(attempt_verdict, bool first_attempt) noexcept {
+    if (first_attempt) window_.add_call(detail::coarse_now(clock_));
+  }
   void record(bool /*failed*/, bool first_attempt) noexcept {
     if (first_attempt) window_.add_call(detail::coarse_now(clock_));
   }

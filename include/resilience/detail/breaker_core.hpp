@@ -14,7 +14,9 @@
 //             at one a nanosecond, so an epoch is never reused.
 //   phases_   the deadline of an open or half-open period, a whole time_point
 //             and a flag for "never", in the slot of its epoch's parity.
-//   probes_   probes in flight and probe successes of the half-open period.
+//   probes_   probes in flight and probe successes of the half-open period
+//             (with half_open_judged_by_ratio, probes recorded; their
+//             failures are in probe_failures_, tagged the same way).
 //
 // Transitions happen under mutex_, which nothing else takes: neither the
 // closed path nor open-state rejections nor probes wait for it. A transition
@@ -150,7 +152,7 @@ class breaker_core {
       consecutive_->store(0, std::memory_order_relaxed);
     }
     if (by_count_) {
-      if (!failure && !slow) [[likely]] {
+      if (!failure && !slow && !judge_every_call_) [[likely]] {
         count_->record_success();  // cannot trip it
         return;
       }
@@ -158,7 +160,7 @@ class breaker_core {
       if (state_of(w) == circuit_state::closed) evaluate(epoch, run, &c);
     } else {
       time_->record(since_origin(now()), failure, slow);
-      if ((failure || slow) && state_of(w) == circuit_state::closed) evaluate(epoch, run, nullptr);
+      if ((failure || slow || judge_every_call_) && state_of(w) == circuit_state::closed) evaluate(epoch, run, nullptr);
     }
   }
 
@@ -167,6 +169,7 @@ class breaker_core {
   breaker_ticket reject(circuit_state s, duration retry_after) noexcept;
   void finish_probe(std::uint64_t epoch, result r);
   void settle_probe(std::uint64_t epoch, result r) noexcept;
+  void settle_judged_probe(std::uint64_t epoch, result r) noexcept;
   // `known`: the window's counts as the call being evaluated left them, if
   // the window gave them; null to read them.
   void evaluate(std::uint64_t epoch, std::uint32_t run, const window_counts* known);
@@ -186,12 +189,16 @@ class breaker_core {
   bool slow_on_;
   bool track_run_;  // consecutive failures are counted only when they can trip it
   bool by_count_;
+  bool judge_every_call_;
+  std::uint32_t judged_probes_;  // half_open_judged_by_ratio(); 0: off
   std::atomic<std::uint32_t>* consecutive_ = nullptr;  // in the window, on the line its failures write
 
   std::optional<count_window> count_;  // one of these two, as by_count_ says
   std::optional<time_window> time_;
 
   alignas(64) std::atomic<std::uint64_t> probes_{0};
+  // With judged probes: the low 32 bits of the period's epoch | failed probes (32).
+  std::atomic<std::uint64_t> probe_failures_{0};
   phase_slot phases_[2];
   std::atomic<std::uint64_t> rejections_{0};
   std::atomic<std::uint32_t> openings_{0};  // consecutive openings, for the open-duration generator

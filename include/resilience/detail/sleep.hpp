@@ -99,4 +99,20 @@ boost::asio::awaitable<void, Executor> yield_once() {
   co_await boost::asio::post(co_await boost::asio::this_coro::executor, boost::asio::use_awaitable_t<Executor>{});
 }
 
+// A call turned away before it reached its dependency (an open breaker, a
+// full bulkhead, no permit, throttled, an injected fault) gives its executor a
+// turn before it completes, as an Asio operation that completes at once does.
+// Without it a loop of refused calls never returns to io_context::run: the
+// timers, probes and I/O that would end the refusals starve. Refusal paths
+// only; a call that goes through pays nothing. Throwing is off for the turn: a
+// refusal is reported as itself even if the caller was cancelled meanwhile.
+template <class Executor>
+boost::asio::awaitable<void, Executor> yield_after_refusal() {
+  namespace asio = boost::asio;
+  const bool throws = co_await asio::this_coro::throw_if_cancelled();
+  if (throws) co_await asio::this_coro::throw_if_cancelled(false);
+  co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable_t<Executor>{});
+  if (throws) co_await asio::this_coro::throw_if_cancelled(true);
+}
+
 }  // namespace resilience::detail

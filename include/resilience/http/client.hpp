@@ -17,7 +17,9 @@
 //   retry            http::classifier with idempotency: a request that may have
 //                    been sent is repeated only if idempotent (is_idempotent(),
 //                    or request_options::idempotent()); Retry-After on a 429 or
-//                    503 is honoured up to max_retry_after(), else the backoff;
+//                    503 is honoured with the backoff's jitter on top (never
+//                    sooner than asked); one past max_retry_after() or the
+//                    deadline ends the call with that response; else the backoff;
 //   circuit breaker  one per endpoint key ("host:port[:tls]"), judging with
 //                    http::breaker_classifier (errors and 5xx; not 4xx); an
 //                    open one rejects without connecting (error::circuit_open,
@@ -82,6 +84,7 @@
 #include <boost/beast/http/write.hpp>
 #include <boost/system/result.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <concepts>
 #include <cstdint>
@@ -89,6 +92,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace resilience::http {
@@ -99,7 +103,7 @@ struct client_retry_event {
   duration delay;         // the wait before the next one
   error_code error;       // its error, if it ended with one
   unsigned status;        // its response's status, 0 without a response
-  bool retry_after;       // the wait is the server's Retry-After (capped), not the backoff
+  bool retry_after;       // the wait began with the server's Retry-After, not the backoff alone
   // A 429 or 503 carried a Retry-After that could not be read (malformed,
   // or a date out of range): the backoff was waited instead.
   bool retry_after_malformed = false;
@@ -146,9 +150,8 @@ class client_options {
     o.backoff_ = b;
     return o;
   }
-  // The longest Retry-After honoured; a longer one is cut to it (and a wait
-  // past the total deadline is not waited: the call ends with the response).
-  // Positive. 30 s.
+  // The longest Retry-After honoured; a response asking for longer (or for a
+  // wait past the total deadline) ends the call as it is. Positive. 30 s.
   client_options max_retry_after(duration d) const {
     auto o = *this;
     o.retry_after_ = o.retry_after_.max_retry_after(d);  // validates
@@ -156,7 +159,8 @@ class client_options {
   }
   // Waits the backoff's jittered delay on top of an honoured Retry-After, so
   // that the clients one burst of 503s turned away do not all return at the
-  // same moment (never sooner than the server asked). Off by default.
+  // same moment (never sooner than the server asked). On by default; off
+  // waits the Retry-After exactly.
   client_options jitter_retry_after(bool on = true) const {
     auto o = *this;
     o.retry_after_ = o.retry_after_.jittered(on);
@@ -230,6 +234,29 @@ class client_options {
     o.pool_ = std::move(p);
     return o;
   }
+  // A retry budget shared by every call of this client (retry_budget.hpp:
+  // gRPC's retry_throttle, or a retry_ratio_budget), told how each attempt
+  // went and asked before each retry: when most calls fail, retrying stops
+  // instead of multiplying the load. A refused retry ends the call with its
+  // last response or error, and runs on_budget_refused(). Referred to: it
+  // must outlive the client. None by default.
+  template <resilience::retry_budget B>
+  client_options budget(B& b) const {
+    auto o = *this;
+    o.budget_ = resilience::detail::budget_ref::to(b);
+    return o;
+  }
+  template <class B>
+  client_options budget(B&&) const
+    requires(!std::is_lvalue_reference_v<B>)
+  = delete;  // a temporary would be gone before the client
+  // Runs on the calling coroutine's executor when the budget refuses a
+  // retry. Must not throw.
+  client_options on_budget_refused(std::function<void(const budget_refusal&)> f) const {
+    auto o = *this;
+    o.on_budget_refused_ = std::move(f);
+    return o;
+  }
   // Runs on the calling coroutine's executor before each retry's wait. Must
   // not throw.
   client_options on_retry(std::function<void(const client_retry_event&)> f) const {
@@ -262,6 +289,8 @@ class client_options {
   const connection_pool_options& pool() const noexcept { return pool_; }
   const std::function<void(const client_retry_event&)>& on_retry() const noexcept { return on_retry_; }
   const std::function<void(const client_call_event&)>& on_call_finished() const noexcept { return on_finished_; }
+  const resilience::detail::budget_ref& budget() const noexcept { return budget_; }
+  const std::function<void(const budget_refusal&)>& on_budget_refused() const noexcept { return on_budget_refused_; }
 
  private:
   duration total_ = std::chrono::seconds(30);
@@ -285,6 +314,8 @@ class client_options {
   connection_pool_options pool_;
   std::function<void(const client_retry_event&)> on_retry_;
   std::function<void(const client_call_event&)> on_finished_;
+  resilience::detail::budget_ref budget_;
+  std::function<void(const budget_refusal&)> on_budget_refused_;
 };
 
 // For one call.
@@ -302,12 +333,23 @@ class request_options {
     o.idempotent_ = yes;
     return o;
   }
+  // Inside a caller's call (a server handler's context, an outer stage's):
+  // its deadline bounds this call too, and this call marks its properties
+  // (request_may_have_been_sent, idempotent), which must outlive the call as
+  // the caller's own do. client::request(to, req, ctx) does this.
+  request_options within(const context& parent) const noexcept {
+    auto o = deadline(std::min(deadline_, parent.deadline));
+    o.props_ = parent.props;
+    return o;
+  }
   time_point deadline() const noexcept { return deadline_; }
   std::optional<bool> idempotent() const noexcept { return idempotent_; }
+  properties* caller_properties() const noexcept { return props_; }
 
  private:
   time_point deadline_ = time_point::max();
   std::optional<bool> idempotent_;
+  properties* props_ = nullptr;
 };
 
 namespace detail {
@@ -398,13 +440,13 @@ class basic_client {
         clock_(clock),
         pool_(options_.pool(), clock),
         breakers_(options_.breaker(), options_.breaker_limits(), clock),
-        retry_(retry_policy{}
-                   .max_attempts(options_.max_retries() + 1)
-                   .backoff(options_.backoff())
-                   .retry_if(options_.retry_classifier())
-                   .on_retry(detail::client_retry_hook{&options_.on_retry(), &options_.retry_after()})
-                   .clock(clock)
-                   .delay_generator(options_.retry_after())) {}
+        retry_(with_budget(retry_policy{}
+                               .max_attempts(options_.max_retries() + 1)
+                               .backoff(options_.backoff())
+                               .retry_if(options_.retry_classifier())
+                               .on_retry(detail::client_retry_hook{&options_.on_retry(), &options_.retry_after()})
+                               .clock(clock)
+                               .delay_generator(options_.retry_after()))) {}
 
   basic_client(const basic_client&) = delete;
   basic_client& operator=(const basic_client&) = delete;
@@ -418,6 +460,25 @@ class basic_client {
                                                   request_options options = {}) & {
     checked(to, req);
     return call<ResBody>(std::move(to), std::move(req), options);
+  }
+  // The same, inside a caller's call: `parent` (a server handler's context,
+  // an outer stage's) bounds it with its deadline and lends it its
+  // properties (request_options::within). A call its deadline cuts ends with
+  // error::deadline_exceeded, also when the caller's own bound cancels it as
+  // the deadline passes; a cancellation before the deadline stays
+  // operation_aborted.
+  template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields>
+  boost::asio::awaitable<result<ResBody>> request(endpoint to, boost::beast::http::request<ReqBody, Fields> req,
+                                                  const context& parent, request_options options = {}) & {
+    checked(to, req);
+    return call<ResBody>(std::move(to), std::move(req), options.within(parent));
+  }
+  template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields>
+  boost::asio::awaitable<result<ResBody>> request(
+      endpoint to, std::reference_wrapper<boost::beast::http::request<ReqBody, Fields>> req, const context& parent,
+      request_options options = {}) & {
+    checked(to, req.get());
+    return call<ResBody>(std::move(to), req, options.within(parent));
   }
   // Sends the caller's own request, without a copy: std::ref(req). The call
   // sets Host, Content-Length and the deadline header on it, so it must
@@ -453,6 +514,15 @@ class basic_client {
   using retry_type = basic_retry_policy<http::classifier, detail::client_retry_hook, Clock, retry_after_delay>;
   using breaker_type = typename basic_breaker_registry<std::string, Clock>::breaker_type;
   using lease_result = typename basic_connection_pool<Clock>::lease_result;
+
+  // The options' budget (if any) on the policy; it refers to options_'s copy.
+  template <class Policy>
+  Policy with_budget(Policy p) const {
+    if (!options_.budget()) return p;
+    p = p.budget(options_.budget());
+    if (options_.on_budget_refused()) p = p.on_budget_refused(options_.on_budget_refused());
+    return p;
+  }
 
   static client_options checked(client_options o) {
     if (o.attempt_timeout() > o.total_timeout())
@@ -490,7 +560,8 @@ class basic_client {
     auto& req = request_of(held);
     if (!http::detail::holds(req, bhttp::field::host)) req.set(bhttp::field::host, to.authority());
     req.prepare_payload();
-    properties props;
+    properties own;
+    properties& props = options.caller_properties() ? *options.caller_properties() : own;
     props.set(http::idempotent, options.idempotent().value_or(is_idempotent(req)));
     context ctx = context{}.with(props);
     // The total bound: the retry never waits past it, and each attempt's own
@@ -502,6 +573,11 @@ class basic_client {
     std::uint32_t attempts = 0;
     auto attempt_op = [&](const context& c) { return attempt<ResBody>(to, key, req, *breaker, attempts, c); };
     auto res = co_await co_retry(std::move(attempt_op), std::cref(retry_), ctx);
+    // Cancelled at or past the deadline: by the caller's bound for that same
+    // deadline (a server's handler bound), which is the deadline, not a stop.
+    if (res.has_error() && res.error() == boost::asio::error::operation_aborted && ctx.has_deadline() &&
+        clock_.now() >= ctx.deadline)
+      res = error_code(error::deadline_exceeded);
     if (const auto& report = options_.on_call_finished()) {
       report(client_call_event{attempts, res.has_error() ? res.error() : error_code{},
                                res.has_value() ? res->result_int() : 0u});
@@ -522,7 +598,10 @@ class basic_client {
     if (caller.cancelled() != asio::cancellation_type::none) co_return error_code(asio::error::operation_aborted);
     ctx.set(request_may_have_been_sent, false);
     breaker_permit permit = breaker.try_acquire();
-    if (!permit) co_return error_code(error::circuit_open);
+    if (!permit) {
+      co_await resilience::detail::yield_after_refusal<asio::any_io_executor>();
+      co_return error_code(error::circuit_open);
+    }
     attempts = ctx.attempt;
 
     // attempt_timeout(), or the call's deadline if that comes first.

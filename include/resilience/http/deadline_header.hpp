@@ -7,8 +7,10 @@
 //   outbound.write(out_req, ctx.deadline, clock.now());
 //
 // read(): the deadline the header names, counted from `now`; nullopt when the
-// header is absent or malformed (value_in() and parse() tell which:
-// http::server answers a malformed one 400). write(): sets the header to the
+// header is absent or malformed (read_all() tells which: http::server answers
+// a malformed one 400). A message with the field more than once is held to
+// the earliest deadline they name (a proxy may have added its own), and is
+// malformed if any one is. write(): sets the header to the
 // time left, rounded up; with no deadline (time_point::max()) it removes the header instead. A
 // deadline already passed is written as the format's least value ("1n" or
 // "0", see deadline_headers.hpp): the peer learns that no time is left.
@@ -19,6 +21,7 @@
 
 #include <boost/beast/http/fields.hpp>
 
+#include <algorithm>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -41,14 +44,31 @@ class deadline_header {
   std::string_view name() const noexcept { return name_; }
   bool is_grpc_timeout() const noexcept { return grpc_; }
 
+  // What the fields say: `present` when the header is there at all;
+  // `deadline` the earliest one named, or nullopt if any is malformed.
+  struct reading {
+    bool present = false;
+    std::optional<time_point> deadline;
+  };
+
   template <class Fields>
   std::optional<time_point> read(const Fields& fields, time_point now) const {
-    const auto v = value_in(fields);
-    return v ? parse(*v, now) : std::nullopt;
+    return read_all(fields, now).deadline;
+  }
+  template <class Fields>
+  reading read_all(const Fields& fields, time_point now) const {
+    reading r;
+    const auto [first, last] = fields.equal_range(name_);
+    for (auto it = first; it != last; ++it) {
+      const auto d = parse(std::string_view(it->value().data(), it->value().size()), now);
+      if (!d) return {true, std::nullopt};
+      r.deadline = r.present ? std::min(*r.deadline, *d) : *d;
+      r.present = true;
+    }
+    return r;
   }
 
-  // read() in two steps, for a caller that tells an absent header (nullopt
-  // here) from a malformed one (nullopt from parse()).
+  // The first field's value, unparsed; nullopt when there is none.
   template <class Fields>
   std::optional<std::string_view> value_in(const Fields& fields) const {
     const auto it = fields.find(name_);

@@ -6,12 +6,18 @@
 //       .delay_generator(resilience::http::retry_after_delay{}.max_retry_after(30s));
 //
 // After a transient failure whose value is a 429 or 503 response with a valid
-// Retry-After (retry_after.hpp), the retry waits
-// retry_delay::after(min(Retry-After, max_retry_after)), or with jittered()
-// that and the policy's jittered backoff on top; after anything else (another status,
-// no or a malformed header, a network error) the policy's own backoff. A wait
-// that would end past the call's time limit or deadline is not waited: the
-// retry loop gives up at once with the last response.
+// Retry-After (retry_after.hpp), the retry waits the Retry-After and then the
+// policy's jittered backoff on top (retry_delay::after_then_backoff): never
+// sooner than the server asked, at most the backoff's cap later, and spread,
+// so that the clients one burst of 429s turned away do not come back in
+// lockstep. jittered(false) waits the Retry-After exactly. After anything else
+// (another status, no or a malformed header, a network error) the policy's own
+// backoff.
+//
+// A Retry-After longer than max_retry_after, or one whose wait would end past
+// the call's time limit or deadline, is not cut short: the call ends at once
+// with that response (retrying earlier than asked is what a server that sent
+// it is protecting itself from).
 //
 // An HTTP-date is measured from the response's own Date header when it has a
 // valid one (so a skewed local clock does not matter; a Date that
@@ -39,18 +45,18 @@ class retry_after_delay {
  public:
   using wall_clock_fn = wall_time (*)() noexcept;
 
-  // The longest wait a Retry-After may impose; a longer one is cut to this.
-  // Must be positive. Default: one minute.
+  // The longest Retry-After honoured; a response asking for longer ends the
+  // call as it is. Must be positive. Default: one minute.
   retry_after_delay max_retry_after(duration d) const {
     if (d <= duration::zero()) throw std::invalid_argument("http::retry_after_delay: max_retry_after must be positive");
     auto r = *this;
     r.max_ = d;
     return r;
   }
-  // Waits the server's delay and then the policy's backoff on top, jittered
-  // as the policy says (retry_delay::after_then_backoff): never shorter than
-  // the server asked, and spread, since many clients told the same
-  // Retry-After would otherwise come back together.
+  // On (the default): the server's delay and then the policy's backoff on
+  // top, jittered as the policy says (retry_delay::after_then_backoff). Off:
+  // exactly the server's delay, as Polly and Resilience4j wait it; many
+  // clients told the same Retry-After then come back together.
   retry_after_delay jittered(bool on = true) const noexcept {
     auto r = *this;
     r.jittered_ = on;
@@ -68,8 +74,8 @@ class retry_after_delay {
   duration max_retry_after() const noexcept { return max_; }
   bool is_jittered() const noexcept { return jittered_; }
 
-  // The server's requested wait, capped, for a 429 or 503 carrying a valid
-  // Retry-After; nullopt otherwise.
+  // The server's requested wait (not capped) for a 429 or 503 carrying a
+  // valid Retry-After; nullopt otherwise.
   template <class Body, class Fields>
   std::optional<duration> requested(const boost::beast::http::response<Body, Fields>& r) const {
     const unsigned status = r.result_int();
@@ -84,8 +90,7 @@ class retry_after_delay {
       }
     }
     const auto wait = parse_retry_after(std::string_view(it->value().data(), it->value().size()), now);
-    if (!wait) return std::nullopt;
-    return std::min(*wait, max_);
+    return wait;
   }
 
   template <class T>
@@ -93,6 +98,7 @@ class retry_after_delay {
     if constexpr (detail::carries_response<T>) {
       if (const auto* r = detail::response_of(o)) {
         if (const auto wait = requested(*r)) {
+          if (*wait > max_) return retry_delay::stop();
           return jittered_ ? retry_delay::after_then_backoff(*wait) : retry_delay::after(*wait);
         }
       }
@@ -104,7 +110,7 @@ class retry_after_delay {
   static wall_time system_now() noexcept { return std::chrono::system_clock::now(); }
 
   duration max_ = std::chrono::minutes(1);
-  bool jittered_ = false;
+  bool jittered_ = true;
   wall_clock_fn now_ = &system_now;
 };
 

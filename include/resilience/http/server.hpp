@@ -20,12 +20,12 @@
 // Per request (guarded_handler, which the server uses):
 //   - Deadline. The inbound deadline header (grpc-timeout by default, or a
 //     milliseconds header, see deadline_header.hpp), capped by
-//     max_deadline(), becomes ctx.deadline. When it passes, the handler is
-//     cancelled (terminal) and waited for, and the client gets 504. A
-//     deadline already passed on arrival answers 504, and a deadline header
-//     that does not parse 400, without calling the handler. A handler that
-//     ignores the cancellation and still succeeds keeps its answer (as in
-//     every bounded stage: the work was done).
+//     max_deadline(), becomes ctx.deadline (the earliest, if the header
+//     comes more than once). When it passes, the handler is cancelled
+//     (terminal) and waited for, and the client gets 504, whatever the
+//     handler answers after it: the client has stopped waiting. A deadline
+//     already passed on arrival answers 504, and a deadline header that does
+//     not parse 400, without calling the handler.
 //   - Shedding. At most max_concurrent() requests are inside handlers at
 //     once; the next ones get 503 with Retry-After at once: none is queued.
 //     The slot goes back on every path (answer, exception, cancellation,
@@ -119,7 +119,9 @@ enum class client_phase : std::uint8_t { header, body, write };
 
 // A request that left a handler (or never entered one): the status answered,
 // 0 when none was (cancelled), and the time from its being read in full to
-// its answer (the write not included).
+// its answer (the write not included). A request refused as it was read (400
+// unparsable, 413 body too large, 431 header too large) is one too, with no
+// time.
 struct request_finished {
   unsigned status;
   duration elapsed;
@@ -136,7 +138,9 @@ class server_options {
   // The header an inbound deadline comes in; grpc-timeout by default.
   server_options inbound_deadline(deadline_header h) const;
   // The most time a handler gets, whatever the client asks (and when it
-  // asks nothing): positive, or duration::max() (the default) for no cap.
+  // asks nothing): positive, or duration::max() for no cap. 30 s by default,
+  // the client's total_timeout(): a handler stuck on a dependency that never
+  // answers holds its slot for that long at most, never forever.
   server_options max_deadline(duration d) const;
 
   // Connection bounds (see the top of this header): positive, or
@@ -188,7 +192,7 @@ class server_options {
   std::uint32_t max_concurrent_ = 100;
   std::chrono::seconds retry_after_{1};
   deadline_header inbound_deadline_ = deadline_header::grpc_timeout();
-  duration max_deadline_ = duration::max();
+  duration max_deadline_ = std::chrono::seconds(30);
   duration header_read_timeout_ = std::chrono::seconds(10);
   duration body_read_timeout_ = std::chrono::seconds(30);
   duration write_timeout_ = std::chrono::seconds(30);
@@ -319,10 +323,9 @@ struct guard_steps {
   time_point begin(const server_request& req, context& ctx, bool& malformed) const {
     const server_options& o = options();
     const time_point start = guard->clock_.now();
-    if (const auto sent = o.inbound_deadline().value_in(req)) {
-      const auto asked = o.inbound_deadline().parse(*sent, start);
-      if (asked) ctx.deadline = std::min(ctx.deadline, *asked);
-      malformed = !asked;
+    if (const auto sent = o.inbound_deadline().read_all(req, start); sent.present) {
+      if (sent.deadline) ctx.deadline = std::min(ctx.deadline, *sent.deadline);
+      malformed = !sent.deadline;
     }
     if (o.max_deadline() != duration::max())
       ctx.deadline = std::min(ctx.deadline, saturating_add(start, o.max_deadline()));
@@ -399,8 +402,14 @@ boost::asio::awaitable<typename Guard::response_type> guarded_call(const Guard* 
   } catch (...) {
   }
   if (answer) {
-    steps.finish(answer->result_int(), start);
-    co_return std::move(*answer);
+    // Past the deadline the client has stopped waiting: whatever the handler
+    // made of it (a 502 from an upstream call the deadline cut, a late 200),
+    // the answer is 504, and counted as one.
+    if (!ctx.has_deadline() || guard->clock_.now() < ctx.deadline) {
+      steps.finish(answer->result_int(), start);
+      co_return std::move(*answer);
+    }
+    why = error::deadline_exceeded;
   }
   const auto caller = co_await asio::this_coro::cancellation_state;
   if (caller.cancelled() != asio::cancellation_type::none) {
@@ -629,8 +638,10 @@ boost::asio::awaitable<void> server<Handler, Clock>::session(tcp::socket socket,
   const auto slow = [&](client_phase p) {
     if (o.on_slow_client()) o.on_slow_client()(p);
   };
-  // A short answer of the server's own before it closes the connection.
+  // A short answer of the server's own before it closes the connection. It
+  // is a request finished like any other, for whoever counts them.
   const auto refuse = [&](bhttp::status status, unsigned version) -> asio::awaitable<void> {
+    if (o.on_request_finished()) o.on_request_finished()(request_finished{static_cast<unsigned>(status), {}});
     auto res = detail::status_response<bhttp::response<bhttp::empty_body>>(status, version, false);
     {
       auto [order, ec, n, timer_ec] = co_await detail::within(
