@@ -3,6 +3,8 @@
 
 #include <boost/system/system_error.hpp>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -44,7 +46,26 @@ void check_name(std::string_view name, const char* who, const char* field) {
   if (name.empty()) throw std::invalid_argument(std::string("metrics::") + who + ": " + field + " must not be empty");
 }
 
+// OpenTelemetry's names: letters, digits, '_' and '.', not starting with a digit.
+void check_instrument_name(std::string_view name, const char* who, const char* field) {
+  const auto letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
+  bool ok = !name.empty() && letter(name.front());
+  for (const char c : name) ok = ok && (letter(c) || (c >= '0' && c <= '9') || c == '.');
+  if (!ok)
+    throw std::invalid_argument(std::string("metrics::") + who + ": " + field + " \"" + std::string(name) +
+                                "\" must be letters, digits, '_' and '.', not starting with a digit");
+}
+
+constexpr std::array<duration, 14> http_bounds{
+    std::chrono::milliseconds(5),   std::chrono::milliseconds(10),  std::chrono::milliseconds(25),
+    std::chrono::milliseconds(50),  std::chrono::milliseconds(75),  std::chrono::milliseconds(100),
+    std::chrono::milliseconds(250), std::chrono::milliseconds(500), std::chrono::milliseconds(750),
+    std::chrono::seconds(1),        std::chrono::milliseconds(2500), std::chrono::seconds(5),
+    std::chrono::milliseconds(7500), std::chrono::seconds(10)};
+
 }  // namespace
+
+std::span<const duration> http_duration_buckets() noexcept { return http_bounds; }
 
 const char* to_string(call_outcome o) noexcept {
   switch (o) {
@@ -128,12 +149,28 @@ struct metrics::registry {
   std::map<std::tuple<int, std::string, std::string>, std::unique_ptr<detail::event_series>> hooks;
   std::map<std::tuple<bool, std::string>, std::unique_ptr<detail::duration_series>> stages;
 
+  // The application's instruments, by name.
+  struct user_family {
+    metric_kind kind;
+    std::string help;
+    std::vector<std::string> label_names;
+    std::vector<duration> bounds;  // histograms
+    std::map<std::vector<std::string>, std::unique_ptr<user_series>> series;  // by label values
+  };
+  std::map<std::string, user_family, std::less<>> user;
+
   template <class Map, class Key>
   static auto* cell(Map& map, Key key) {
     auto& slot = map[std::move(key)];
     if (!slot) slot = std::make_unique<typename std::remove_cvref_t<decltype(slot)>::element_type>();
     return slot.get();
   }
+};
+
+struct metrics::user_series {
+  std::atomic<std::uint64_t> count{0};  // counters
+  std::atomic<std::int64_t> gauge{0};   // gauges
+  detail::metric_histogram histogram;   // histograms
 };
 
 metrics::metrics(metrics_options options) : options_(options), registry_(std::make_unique<registry>()) {}
@@ -182,6 +219,62 @@ const detail::duration_series* metrics::durations(bool per_attempt, std::string_
     series = std::move(s);
   }
   return series.get();
+}
+
+metrics::user_series& metrics::instrument(metric_kind kind, std::string_view name, const metric_labels& labels,
+                                          std::string_view help, std::span<const duration> bounds, const char* who) {
+  check_instrument_name(name, who, "name");
+  for (const auto& [label, value] : labels) check_instrument_name(label, who, "label name");
+  if (name == "resilience.pipeline.duration" || name == "resilience.strategy.attempt.duration" ||
+      name == "resilience.strategy.events")
+    throw std::invalid_argument(std::string("metrics::") + who + ": \"" + std::string(name) +
+                                "\" is one of the registry's own families");
+  std::vector<duration> checked;
+  if (kind == metric_kind::histogram) {
+    if (bounds.empty()) bounds = options_.bucket_bounds();
+    if (bounds.size() > metrics_options::max_buckets)
+      throw std::invalid_argument(std::string("metrics::") + who + ": give 1 to 32 bounds");
+    for (std::size_t i = 0; i < bounds.size(); ++i) {
+      if (bounds[i] <= duration::zero() || bounds[i] > longest_bound || (i > 0 && bounds[i] <= bounds[i - 1]))
+        throw std::invalid_argument(std::string("metrics::") + who +
+                                    ": bounds must be positive, at most 24 h and strictly increasing");
+    }
+    checked.assign(bounds.begin(), bounds.end());
+  }
+  std::vector<std::string> names, values;
+  for (const auto& [label, value] : labels) {
+    names.push_back(label);
+    values.push_back(value);
+  }
+  std::lock_guard lock(registry_->mutex);
+  auto it = registry_->user.find(name);
+  if (it == registry_->user.end()) {
+    it = registry_->user.emplace(std::string(name), registry::user_family{kind, std::string(help), names, checked, {}})
+             .first;
+  } else {
+    auto& f = it->second;
+    if (f.kind != kind || f.label_names != names || (kind == metric_kind::histogram && f.bounds != checked))
+      throw std::invalid_argument(std::string("metrics::") + who + ": \"" + std::string(name) +
+                                  "\" was made with another kind, other label names or other bounds");
+    if (f.help.empty()) f.help = help;
+  }
+  auto& slot = it->second.series[std::move(values)];
+  if (!slot) slot = std::make_unique<user_series>();
+  return *slot;
+}
+
+metric_counter_ref metrics::counter(std::string_view name, const metric_labels& labels, std::string_view help) & {
+  return metric_counter_ref(&instrument(metric_kind::counter, name, labels, help, {}, "counter").count);
+}
+metric_gauge_ref metrics::gauge(std::string_view name, const metric_labels& labels, std::string_view help) & {
+  return metric_gauge_ref(&instrument(metric_kind::gauge, name, labels, help, {}, "gauge").gauge);
+}
+metric_histogram_ref metrics::histogram(std::string_view name, const metric_labels& labels, std::string_view help,
+                                        std::span<const duration> bounds) & {
+  user_series& s = instrument(metric_kind::histogram, name, labels, help, bounds, "histogram");
+  std::lock_guard lock(registry_->mutex);
+  const auto& family_bounds = registry_->user.find(name)->second.bounds;
+  return metric_histogram_ref(&s.histogram, family_bounds);
 }
 
 retry_meter metrics::retry_events(std::string_view pipeline, std::string_view strategy) & {
@@ -257,6 +350,33 @@ metrics_snapshot metrics::snapshot() const {
   }
   snap.families.push_back(std::move(events));
   std::erase_if(snap.families, [](const metric_family& f) { return f.samples.empty(); });
+  // The application's own, zeros included: a series exists from the moment
+  // it is made, so that a rate over it starts then.
+  for (const auto& [name, f] : registry_->user) {
+    metric_family family{name, f.kind == metric_kind::histogram ? "s" : "", f.help.empty() ? name : f.help, f.kind, {},
+                         f.bounds};
+    for (const auto& [values, s] : f.series) {
+      metric_sample sample;
+      for (std::size_t i = 0; i < values.size(); ++i) sample.labels.emplace_back(f.label_names[i], values[i]);
+      if (f.kind == metric_kind::counter) {
+        sample.count = s->count.load(std::memory_order_relaxed);
+      } else if (f.kind == metric_kind::gauge) {
+        sample.gauge = s->gauge.load(std::memory_order_relaxed);
+      } else {
+        std::uint64_t running = 0;
+        for (std::size_t b = 0; b <= f.bounds.size(); ++b) {
+          running += s->histogram.counts[b].load(std::memory_order_relaxed);
+          sample.cumulative.push_back(running);
+        }
+        sample.count = running;
+        sample.sum = std::chrono::nanoseconds(s->histogram.sum_ns.load(std::memory_order_relaxed));
+      }
+      family.samples.push_back(std::move(sample));
+    }
+    snap.families.push_back(std::move(family));
+  }
+  std::sort(snap.families.begin(), snap.families.end(),
+            [](const metric_family& a, const metric_family& b) { return a.name < b.name; });
   return snap;
 }
 

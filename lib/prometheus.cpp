@@ -51,6 +51,7 @@ void append_seconds(std::string& out, duration d) {
 // `{a="x",b="y"` with the extra label (le) if any, then `}`.
 void append_labels(std::string& out, const metric_sample& s, std::string_view extra_name = {},
                    std::string_view extra_value = {}) {
+  if (s.labels.empty() && extra_name.empty()) return;  // no braces for a series without labels
   out += '{';
   bool first = true;
   for (const auto& [name, value] : s.labels) {
@@ -80,19 +81,21 @@ void write_prometheus(const metrics_snapshot& snapshot, std::string& out) {
     if (f.kind == metric_kind::counter) name += "_total";
     out += "# HELP " + name + ' ';
     append_escaped(out, f.help, false);
-    out += "\n# TYPE " + name + (f.kind == metric_kind::counter ? " counter\n" : " histogram\n");
+    out += "\n# TYPE " + name +
+           (f.kind == metric_kind::counter ? " counter\n" : f.kind == metric_kind::gauge ? " gauge\n" : " histogram\n");
+    const std::vector<duration>& bounds = f.bounds.empty() ? snapshot.bounds : f.bounds;
     for (const metric_sample& s : f.samples) {
-      if (f.kind == metric_kind::counter) {
+      if (f.kind != metric_kind::histogram) {
         out += name;
         append_labels(out, s);
-        out += ' ' + std::to_string(s.count) + '\n';
+        out += ' ' + (f.kind == metric_kind::counter ? std::to_string(s.count) : std::to_string(s.gauge)) + '\n';
         continue;
       }
       for (std::size_t b = 0; b < s.cumulative.size(); ++b) {
         std::string le = "+Inf";
-        if (b < snapshot.bounds.size()) {
+        if (b < bounds.size()) {
           le.clear();
-          append_seconds(le, snapshot.bounds[b]);
+          append_seconds(le, bounds[b]);
         }
         out += name + "_bucket";
         append_labels(out, s, "le", le);

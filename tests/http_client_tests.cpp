@@ -925,6 +925,56 @@ BOOST_AUTO_TEST_CASE(cancelled_while_waiting_to_retry_ends_aborted) {
   BOOST_TEST(c.pool().idle_connections(srv.at()) == 1u);  // the 503's exchange was complete: kept
 }
 
+// What the default breaker does, as a newcomer would meet it: an upstream
+// failing 30% of its attempts (every third request a 503, Retry-After-less)
+// and one failing all of them, 300 calls, 100 ms of virtual time apart.
+struct against_upstream {
+  int succeeded = 0, refused = 0, requests = 0;
+};
+against_upstream run_against(int fail_every_n_of_10, rhttp::client_options options) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [fail_every_n_of_10](int n) {
+    return (n * 7) % 10 < fail_every_n_of_10 ? step{step::respond, 503} : step{};  // spread over each ten
+  };
+  client_t c(options, clock);
+  against_upstream seen;
+  for (int i = 0; i < 300; ++i) {
+    completion<result_t> done;
+    spawn(io, call(c, srv.at(), get()), done);
+    BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+    BOOST_REQUIRE(done.value);
+    if (done.value->has_value() && (*done.value)->result_int() == 200u) ++seen.succeeded;
+    if (done.value->has_error() && done.value->error() == resilience::error::circuit_open) ++seen.refused;
+    clock.advance(100ms);
+  }
+  seen.requests = srv.requests;
+  return seen;
+}
+
+BOOST_AUTO_TEST_CASE(the_default_breaker_rides_out_a_partial_failure_and_opens_on_a_dead_upstream) {
+  // Backoff of 0, so that only the breaker decides; every other default kept.
+  const auto defaults = rhttp::client_options::standard().backoff(resilience::backoff::constant(0ms));
+  const against_upstream partial = run_against(3, defaults);
+  BOOST_TEST(partial.refused == 0, "30% of attempts failing does not open it");
+  BOOST_TEST(partial.succeeded >= 297, "the retries recover (almost) every call: " << partial.succeeded);
+
+  // Polly's defaults open on the same upstream, and every call in the break fails.
+  const against_upstream polly = run_against(
+      3, defaults.breaker(resilience::breaker_options{}.failure_ratio(0.1).minimum_calls(100).time_window(30s)
+                              .open_duration(5s)));
+  BOOST_TEST(polly.refused > 0);
+  BOOST_TEST(polly.succeeded < partial.succeeded);
+
+  // A dead upstream: the default opens after 20 failed attempts in its window,
+  // and from then on most calls are refused without a request.
+  const against_upstream dead = run_against(10, defaults);
+  BOOST_TEST(dead.succeeded == 0);
+  BOOST_TEST(dead.refused > 200, dead.refused);
+  BOOST_TEST(dead.requests < 200, dead.requests);
+}
+
 BOOST_AUTO_TEST_CASE(the_breaker_of_a_host_opens_and_rejects_without_connecting) {
   asio::io_context io;
   manual_clock clock;
@@ -1390,7 +1440,8 @@ BOOST_AUTO_TEST_CASE(options_are_validated_where_they_enter) {
   BOOST_TEST((standard.total_timeout() == 30s));
   BOOST_TEST((standard.attempt_timeout() == 10s));
   BOOST_TEST(standard.max_retries() == 3u);
-  BOOST_TEST(standard.breaker().failure_ratio().value() == 0.1);
+  BOOST_TEST(standard.breaker().failure_ratio().value() == 0.5);
+  BOOST_TEST(standard.breaker().minimum_calls() == 20u);
   BOOST_TEST(!standard.deadline_header());
   BOOST_TEST(rhttp::endpoint::https("example.com").key() == "example.com:443:tls");
   BOOST_TEST(rhttp::endpoint::http("example.com", 8080).authority() == "example.com:8080");

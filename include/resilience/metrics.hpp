@@ -54,9 +54,15 @@
 // destroyed) records nothing. Bucket bounds are upper bounds, inclusive
 // (Prometheus `le`), fixed when the registry is made.
 //
+// The application's own instruments live in the same registry and on the same
+// page: counter(), gauge() and histogram() (seconds) by name and labels,
+// written from the moment they are made, at zero too. Made under the
+// registry's lock; recorded without one. http/telemetry.hpp records
+// OpenTelemetry's HTTP client and server metrics into it.
+//
 // Lifetime: the registry can be neither copied nor moved, and must outlive
-// every hook and stage made from it; asking a temporary for one does not
-// compile.
+// every hook, stage and instrument made from it; asking a temporary for one
+// does not compile.
 #pragma once
 
 #include <resilience/breaker_state.hpp>
@@ -291,12 +297,64 @@ class basic_metered_stage {
 
 using metered_stage = basic_metered_stage<>;
 
+// One series' labels, as name and value; names as OpenTelemetry writes them
+// (letters, digits, '_' and '.', not starting with a digit).
+using metric_labels = std::vector<std::pair<std::string, std::string>>;
+
+// OpenTelemetry's default bucket bounds for HTTP request durations: 5 ms,
+// 10, 25, 50, 75, 100, 250, 500, 750 ms, 1 s, 2.5, 5, 7.5, 10 s.
+std::span<const duration> http_duration_buckets() noexcept;
+
+// The application's own instruments (metrics::counter, gauge, histogram): a
+// pointer into the registry, cheap to copy; recording is one relaxed atomic
+// operation (two for a histogram, after a search of its bounds).
+class metric_counter_ref {
+ public:
+  void add(std::uint64_t n = 1) const noexcept { cell_->fetch_add(n, std::memory_order_relaxed); }
+  std::uint64_t value() const noexcept { return cell_->load(std::memory_order_relaxed); }
+
+ private:
+  friend class metrics;
+  explicit metric_counter_ref(std::atomic<std::uint64_t>* c) noexcept : cell_(c) {}
+  std::atomic<std::uint64_t>* cell_;
+};
+
+class metric_gauge_ref {
+ public:
+  void set(std::int64_t v) const noexcept { cell_->store(v, std::memory_order_relaxed); }
+  void add(std::int64_t d) const noexcept { cell_->fetch_add(d, std::memory_order_relaxed); }
+  std::int64_t value() const noexcept { return cell_->load(std::memory_order_relaxed); }
+
+ private:
+  friend class metrics;
+  explicit metric_gauge_ref(std::atomic<std::int64_t>* c) noexcept : cell_(c) {}
+  std::atomic<std::int64_t>* cell_;
+};
+
+class metric_histogram_ref {
+ public:
+  void record(duration d) const noexcept {
+    if (d < duration::zero()) d = duration::zero();
+    const auto bucket = std::lower_bound(bounds_.begin(), bounds_.end(), d) - bounds_.begin();
+    cell_->counts[static_cast<std::size_t>(bucket)].fetch_add(1, std::memory_order_relaxed);
+    cell_->sum_ns.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(),
+                            std::memory_order_relaxed);
+  }
+
+ private:
+  friend class metrics;
+  metric_histogram_ref(detail::metric_histogram* c, std::span<const duration> b) noexcept : cell_(c), bounds_(b) {}
+  detail::metric_histogram* cell_;
+  std::span<const duration> bounds_;  // the family's, in the registry
+};
+
 // What a registry holds at one moment, for writers (prometheus.hpp) and tests.
-enum class metric_kind : std::uint8_t { counter, histogram };
+enum class metric_kind : std::uint8_t { counter, histogram, gauge };
 
 struct metric_sample {
   std::vector<std::pair<std::string, std::string>> labels;  // in the family's label order
   std::uint64_t count = 0;  // a counter's value; a histogram's observations
+  std::int64_t gauge = 0;   // a gauge's value
   duration sum{};           // histograms
   std::vector<std::uint64_t> cumulative;  // histograms: observations <= each bound, then +Inf
 };
@@ -307,6 +365,7 @@ struct metric_family {
   std::string help;
   metric_kind kind;
   std::vector<metric_sample> samples;  // sorted by label values
+  std::vector<duration> bounds;        // a histogram's own bucket bounds; empty: the snapshot's
 };
 
 struct metrics_snapshot {
@@ -341,6 +400,21 @@ class metrics {
   metered_stage stage(std::string_view) && = delete;
   metered_stage attempt_stage(std::string_view) && = delete;
 
+  // The application's own instruments. The same name and labels give the
+  // same series; a name keeps the kind, label names (in order) and bounds it
+  // was first made with, and one of the registry's own families' names is
+  // refused: std::invalid_argument, as for a malformed name. `help` is kept
+  // from the first call that gives one. A histogram's bounds: the registry's
+  // when empty, else checked as metrics_options::buckets checks them.
+  metric_counter_ref counter(std::string_view name, const metric_labels& labels = {}, std::string_view help = {}) &;
+  metric_gauge_ref gauge(std::string_view name, const metric_labels& labels = {}, std::string_view help = {}) &;
+  metric_histogram_ref histogram(std::string_view name, const metric_labels& labels = {}, std::string_view help = {},
+                                 std::span<const duration> bounds = {}) &;
+  metric_counter_ref counter(std::string_view, const metric_labels& = {}, std::string_view = {}) && = delete;
+  metric_gauge_ref gauge(std::string_view, const metric_labels& = {}, std::string_view = {}) && = delete;
+  metric_histogram_ref histogram(std::string_view, const metric_labels& = {}, std::string_view = {},
+                                 std::span<const duration> = {}) && = delete;
+
   // Every series that has recorded something. Takes the lock that
   // registration takes, never one that recording takes; counts recorded
   // meanwhile may or may not be in it.
@@ -352,6 +426,9 @@ class metrics {
   const detail::event_series* events(int kind, std::string_view pipeline, std::string_view strategy,
                                      const char* who);
   const detail::duration_series* durations(bool per_attempt, std::string_view pipeline, const char* who);
+  struct user_series;
+  user_series& instrument(metric_kind kind, std::string_view name, const metric_labels& labels, std::string_view help,
+                          std::span<const duration> bounds, const char* who);
 
   metrics_options options_;
   std::unique_ptr<registry> registry_;

@@ -114,6 +114,9 @@ struct client_call_event {
   std::uint32_t attempts;  // attempts that went past the breaker: 0 if it refused the first
   error_code error;        // what ended the call, if not a response
   unsigned status;         // the response's status, 0 without one
+  boost::beast::http::verb method = boost::beast::http::verb::unknown;
+  const endpoint* to = nullptr;  // where it went; valid during the callback only
+  duration elapsed{};            // the whole call, waits included, on the client's clock
 };
 
 class client_options {
@@ -181,8 +184,14 @@ class client_options {
     o.classifier_ = std::move(c);
     return o;
   }
-  // Every endpoint's breaker: opens when 10% of the calls of the last 30 s
-  // failed, once there were 100 of them, for 5 s.
+  // Every endpoint's breaker, judging attempts: opens when half the attempts
+  // of the last 30 s failed, once there were 20 of them, for 5 s. A breaker
+  // is for a dependency that is down; one that fails some of its requests is
+  // the retry's (and the budget's) to ride out. Polly's defaults (10% of at
+  // least 100, which our tests show opening against an upstream failing 30%
+  // of its attempts, and then failing every call for the break, where the
+  // retries alone recover 99% of them; and no opening at all below 100 calls
+  // in 30 s): failure_ratio(0.1).minimum_calls(100).time_window(30s).
   client_options breaker(breaker_options b) const {
     auto o = *this;
     o.breaker_ = std::move(b);
@@ -301,8 +310,8 @@ class client_options {
   retry_after_delay retry_after_ = retry_after_delay{}.max_retry_after(std::chrono::seconds(30));
   http::classifier classifier_;
   breaker_options breaker_ = breaker_options{}
-                                 .failure_ratio(0.1)
-                                 .minimum_calls(100)
+                                 .failure_ratio(0.5)
+                                 .minimum_calls(20)
                                  .time_window(std::chrono::seconds(30))
                                  .open_duration(std::chrono::seconds(5));
   breaker_registry_options breaker_limits_;
@@ -580,7 +589,7 @@ class basic_client {
       res = error_code(error::deadline_exceeded);
     if (const auto& report = options_.on_call_finished()) {
       report(client_call_event{attempts, res.has_error() ? res.error() : error_code{},
-                               res.has_value() ? res->result_int() : 0u});
+                               res.has_value() ? res->result_int() : 0u, req.method(), &to, clock_.now() - now});
     }
     co_return res;
   }

@@ -95,6 +95,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/verb.hpp>
 #include <boost/beast/http/write.hpp>
 
 #include <array>
@@ -125,6 +126,7 @@ enum class client_phase : std::uint8_t { header, body, write };
 struct request_finished {
   unsigned status;
   duration elapsed;
+  boost::beast::http::verb method = boost::beast::http::verb::unknown;  // unknown: not read far enough
 };
 
 class server_options {
@@ -315,6 +317,7 @@ template <class Guard>
 struct guard_steps {
   using response = typename Guard::response_type;
   const Guard* guard;
+  boost::beast::http::verb method;
 
   const server_options& options() const noexcept { return guard->options_; }
 
@@ -335,7 +338,7 @@ struct guard_steps {
 
   void finish(unsigned status, time_point start) const {
     if (options().on_request_finished())
-      options().on_request_finished()(request_finished{status, guard->clock_.now() - start});
+      options().on_request_finished()(request_finished{status, guard->clock_.now() - start, method});
   }
 
   // A deadline header that does not parse is the client's error (as gRPC
@@ -378,7 +381,7 @@ template <class Guard>
 boost::asio::awaitable<typename Guard::response_type> guarded_call(const Guard* guard, server_request req,
                                                                    context ctx) {
   namespace asio = boost::asio;
-  const guard_steps<Guard> steps{guard};
+  const guard_steps<Guard> steps{guard, req.method()};
   bool malformed_deadline = false;
   const time_point start = steps.begin(req, ctx, malformed_deadline);
   const unsigned version = req.version();
@@ -640,8 +643,8 @@ boost::asio::awaitable<void> server<Handler, Clock>::session(tcp::socket socket,
   };
   // A short answer of the server's own before it closes the connection. It
   // is a request finished like any other, for whoever counts them.
-  const auto refuse = [&](bhttp::status status, unsigned version) -> asio::awaitable<void> {
-    if (o.on_request_finished()) o.on_request_finished()(request_finished{static_cast<unsigned>(status), {}});
+  const auto refuse = [&](bhttp::status status, unsigned version, bhttp::verb method) -> asio::awaitable<void> {
+    if (o.on_request_finished()) o.on_request_finished()(request_finished{static_cast<unsigned>(status), {}, method});
     auto res = detail::status_response<bhttp::response<bhttp::empty_body>>(status, version, false);
     {
       auto [order, ec, n, timer_ec] = co_await detail::within(
@@ -696,15 +699,15 @@ boost::asio::awaitable<void> server<Handler, Clock>::session(tcp::socket socket,
         break;
       }
       if (ec == bhttp::error::header_limit) {
-        co_await refuse(bhttp::status::request_header_fields_too_large, 11);
+        co_await refuse(bhttp::status::request_header_fields_too_large, 11, bhttp::verb::unknown);
         break;
       }
       if (ec == bhttp::error::body_limit) {  // a Content-Length over the limit
-        co_await refuse(bhttp::status::payload_too_large, parser.get().version());
+        co_await refuse(bhttp::status::payload_too_large, parser.get().version(), parser.get().method());
         break;
       }
       if (ec) {
-        if (detail::is_parse_error(ec)) co_await refuse(bhttp::status::bad_request, 11);
+        if (detail::is_parse_error(ec)) co_await refuse(bhttp::status::bad_request, 11, bhttp::verb::unknown);
         break;  // else the client left, or the connection failed
       }
     }
@@ -718,11 +721,12 @@ boost::asio::awaitable<void> server<Handler, Clock>::session(tcp::socket socket,
         break;
       }
       if (ec == bhttp::error::body_limit) {
-        co_await refuse(bhttp::status::payload_too_large, parser.get().version());
+        co_await refuse(bhttp::status::payload_too_large, parser.get().version(), parser.get().method());
         break;
       }
       if (ec) {
-        if (detail::is_parse_error(ec)) co_await refuse(bhttp::status::bad_request, parser.get().version());
+        if (detail::is_parse_error(ec))
+          co_await refuse(bhttp::status::bad_request, parser.get().version(), parser.get().method());
         break;
       }
     }

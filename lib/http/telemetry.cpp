@@ -1,0 +1,129 @@
+#include <resilience/http/telemetry.hpp>
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace resilience::http {
+
+namespace {
+
+namespace bhttp = boost::beast::http;
+
+// A meter's series by their labels, joined into one key: each combination's
+// histogram is made once, in the registry.
+struct series_cache {
+  metrics* registry;
+  const char* name;
+  const char* help;
+  std::mutex mutex;
+  std::unordered_map<std::string, metric_histogram_ref> series;
+
+  // `labels()` makes the series' labels, on the first call with this key only.
+  template <class Labels>
+  void record(const std::string& key, Labels labels, duration d) {
+    std::unique_lock lock(mutex);
+    auto it = series.find(key);
+    if (it == series.end()) {
+      lock.unlock();
+      // The registry has its own lock; two threads making the same series get the same one.
+      const metric_histogram_ref h = registry->histogram(name, labels(), help, http_duration_buckets());
+      lock.lock();
+      it = series.emplace(key, h).first;
+    }
+    const metric_histogram_ref h = it->second;
+    lock.unlock();
+    h.record(d);
+  }
+};
+
+std::string status_text(unsigned status) { return status == 0 ? std::string() : std::to_string(status); }
+
+}  // namespace
+
+const char* otel_method(bhttp::verb v) noexcept {
+  switch (v) {
+    case bhttp::verb::get: return "GET";
+    case bhttp::verb::head: return "HEAD";
+    case bhttp::verb::post: return "POST";
+    case bhttp::verb::put: return "PUT";
+    case bhttp::verb::delete_: return "DELETE";
+    case bhttp::verb::connect: return "CONNECT";
+    case bhttp::verb::options: return "OPTIONS";
+    case bhttp::verb::trace: return "TRACE";
+    case bhttp::verb::patch: return "PATCH";
+    default: return "_OTHER";
+  }
+}
+
+std::string otel_error_type(const error_code& ec) {
+  if (!ec) return {};
+  if (ec.category() == resilience::error_category()) {
+    switch (static_cast<resilience::error>(ec.value())) {
+      case resilience::error::timeout: return "timeout";
+      case resilience::error::deadline_exceeded: return "deadline_exceeded";
+      case resilience::error::circuit_open: return "circuit_open";
+      case resilience::error::retry_budget_exhausted: return "retry_budget_exhausted";
+      case resilience::error::bulkhead_full: return "bulkhead_full";
+      case resilience::error::rate_limited: return "rate_limited";
+      case resilience::error::throttled: return "throttled";
+    }
+  }
+  if (is_cancellation(ec)) return "cancelled";
+  return std::string(ec.category().name()) + ':' + std::to_string(ec.value());
+}
+
+struct client_meter::state : series_cache {};
+struct server_meter::state : series_cache {};
+
+client_meter::client_meter(metrics& registry) : state_(std::make_shared<state>()) {
+  state_->registry = &registry;
+  state_->name = "http.client.request.duration";
+  state_->help = "Duration of HTTP client requests.";
+}
+
+void client_meter::operator()(const client_call_event& e) const {
+  const std::string error_type = e.status >= 400 ? std::to_string(e.status) : otel_error_type(e.error);
+  const char* method = otel_method(e.method);
+  const std::string_view host = e.to ? std::string_view(e.to->host) : std::string_view();
+  const std::string port = e.to ? std::to_string(e.to->port) : std::string();
+  const char* scheme = e.to && e.to->tls ? "https" : "http";
+  const std::string status = status_text(e.status);
+  thread_local std::string key;
+  key.clear();
+  for (const std::string_view part : {std::string_view(method), host, std::string_view(port), std::string_view(scheme),
+                                      std::string_view(status), std::string_view(error_type)})
+    key.append(part).append(1, '\n');
+  state_->record(
+      key,
+      [&] {
+        return metric_labels{{"http.request.method", method}, {"server.address", std::string(host)},
+                             {"server.port", port},           {"url.scheme", scheme},
+                             {"http.response.status_code", status}, {"error.type", error_type}};
+      },
+      e.elapsed);
+}
+
+server_meter::server_meter(metrics& registry) : state_(std::make_shared<state>()) {
+  state_->registry = &registry;
+  state_->name = "http.server.request.duration";
+  state_->help = "Duration of HTTP server requests.";
+}
+
+void server_meter::operator()(const request_finished& e) const {
+  const char* method = otel_method(e.method);
+  const std::string status = status_text(e.status);
+  thread_local std::string key;
+  key.assign(method).append(1, '\n').append(status);
+  state_->record(
+      key,
+      [&] {
+        return metric_labels{{"http.request.method", method},
+                             {"url.scheme", "http"},
+                             {"http.response.status_code", status},
+                             {"error.type", e.status >= 500 ? status : std::string()}};
+      },
+      e.elapsed);
+}
+
+}  // namespace resilience::http
