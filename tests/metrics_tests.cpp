@@ -239,6 +239,24 @@ BOOST_AUTO_TEST_CASE(values_errors_and_exceptions_pass_through_unchanged_and_are
   BOOST_TEST(sample("resilience.pipeline.duration", {"svc", "exception"})->count == 1u);
 }
 
+// A value the classifier calls a failure (a 503 the retry gave up on) is an
+// error, not a success; the value itself comes back unchanged.
+BOOST_AUTO_TEST_CASE(values_a_classifier_selects_are_recorded_as_errors) {
+  struct status {
+    int code;
+  };
+  const auto stage = m.stage("http").clock(clock).failures_are(
+      [](const resilience::outcome<status>& o) { return !o.failed() && o.value().code >= 500; });
+  completion<status> ok, unavailable;
+  spawn(io, stage([]() -> asio::awaitable<status> { co_return status{200}; }), ok);
+  spawn(io, stage([]() -> asio::awaitable<status> { co_return status{503}; }), unavailable);
+  clock.run(io);
+  BOOST_TEST(ok.value->code == 200);
+  BOOST_TEST(unavailable.value->code == 503);
+  BOOST_TEST(sample("resilience.pipeline.duration", {"http", "success"})->count == 1u);
+  BOOST_TEST(sample("resilience.pipeline.duration", {"http", "error"})->count == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(bucket_bounds_are_inclusive_upper_bounds) {
   const auto stage = m.stage("svc").clock(clock);  // bounds 1 ms, 10 ms, 100 ms, 1 s
   for (duration d : {duration::zero(), duration(1ms), 1ms + duration(1), duration(10ms), duration(1s),

@@ -66,6 +66,7 @@
 #pragma once
 
 #include <resilience/breaker_state.hpp>
+#include <resilience/classifier.hpp>
 #include <resilience/clock.hpp>
 #include <resilience/context.hpp>
 #include <resilience/detail/bounded_run.hpp>
@@ -186,8 +187,12 @@ call_outcome value_outcome(const T& v) noexcept {
 // cancellation codes), exception otherwise.
 call_outcome current_exception_outcome() noexcept;
 
-template <class T, class Executor, class Op, class Clock>
-boost::asio::awaitable<T, Executor> metered_call(Op op, const duration_series* series, Clock clock, context ctx) {
+// The metered stage's default: a value counts as its error channel says.
+struct no_failure_rule {};
+
+template <class T, class Executor, class Op, class Clock, class Failure>
+boost::asio::awaitable<T, Executor> metered_call(Op op, const duration_series* series, Clock clock, Failure failure,
+                                                 context ctx) {
   const std::size_t slot = series->slot_of(ctx.attempt);
   const time_point start = clock.now();
   try {
@@ -197,7 +202,16 @@ boost::asio::awaitable<T, Executor> metered_call(Op op, const duration_series* s
       co_return;
     } else {
       T value = co_await invoke_op(op, ctx);
-      series->record(slot, value_outcome(value), clock.now() - start);
+      call_outcome how = value_outcome(value);
+      if constexpr (!std::is_same_v<Failure, no_failure_rule>) {
+        if (how == call_outcome::success) {
+          // The classifier reads an outcome: the value goes in and comes back out.
+          outcome<T> o = outcome<T>::from_value(std::move(value));
+          if (classify(failure, o, ctx)) how = call_outcome::error;
+          value = std::move(o).get();
+        }
+      }
+      series->record(slot, how, clock.now() - start);
       co_return std::move(value);
     }
   } catch (...) {
@@ -261,7 +275,7 @@ class expiry_meter {
 
 // Records each call's duration and outcome; a stage of any pipeline. Cheap
 // to copy (a pointer and the clock).
-template <resilience::clock Clock = steady_clock>
+template <resilience::clock Clock = steady_clock, class Failure = detail::no_failure_rule>
 class basic_metered_stage {
  public:
   // Adds no wait of its own: a deadline stage outside needs no timer for it.
@@ -269,16 +283,25 @@ class basic_metered_stage {
   using clock_type = Clock;
 
   template <resilience::clock K>
-  basic_metered_stage<K> clock(K k) const {
-    return basic_metered_stage<K>(series_, std::move(k));
+  basic_metered_stage<K, Failure> clock(K k) const {
+    return basic_metered_stage<K, Failure>(series_, std::move(k), failure_);
   }
   const Clock& clock() const noexcept { return clock_; }
+
+  // Values the classifier selects (a classifier of any stage's shape) are
+  // recorded with outcome `error`, like error codes: a 503 response the
+  // retry gave up on is a failed call, not a success.
+  //   telemetry.stage("backend").failures_are(resilience::http::breaker_classifier{})
+  template <class C>
+  basic_metered_stage<Clock, C> failures_are(C classifier) const {
+    return basic_metered_stage<Clock, C>(series_, clock_, std::move(classifier));
+  }
 
   // The frame keeps a copy of the clock: only the registry must outlive it.
   template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) const {
     return detail::metered_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), series_, clock_,
-                                                                                  parent);
+                                                                                  failure_, parent);
   }
   template <awaitable_op Op>
   auto operator()(Op op, const context& parent = {}) const {
@@ -287,12 +310,14 @@ class basic_metered_stage {
 
  private:
   friend class metrics;
-  template <resilience::clock>
+  template <resilience::clock, class>
   friend class basic_metered_stage;
-  basic_metered_stage(const detail::duration_series* s, Clock k) : series_(s), clock_(std::move(k)) {}
+  basic_metered_stage(const detail::duration_series* s, Clock k, Failure f = {})
+      : series_(s), clock_(std::move(k)), failure_(std::move(f)) {}
 
   const detail::duration_series* series_;
   [[no_unique_address]] Clock clock_;
+  [[no_unique_address]] Failure failure_;
 };
 
 using metered_stage = basic_metered_stage<>;
