@@ -127,8 +127,11 @@ breaker_options breaker_options::judge_every_call(bool on) const {
 breaker_options breaker_options::half_open_judged_by_ratio(std::uint32_t probes) const {
   if (probes > max_permits) invalid("half_open_judged_by_ratio must be 0 (off) to 65535 probes");
   auto o = *this;
-  o.judged_probes_ = probes;
+  // The probes at a time follow the count; back to ours (0), they return to
+  // one, unless set to something else since.
   if (probes != 0) o.half_open_permits_ = probes;
+  else if (judged_probes_ != 0 && half_open_permits_ == judged_probes_) o.half_open_permits_ = 1;
+  o.judged_probes_ = probes;
   return o;
 }
 

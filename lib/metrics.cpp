@@ -158,6 +158,13 @@ struct metrics::registry {
     std::map<std::vector<std::string>, std::unique_ptr<user_series>> series;  // by label values
   };
   std::map<std::string, user_family, std::less<>> user;
+  // Every family's name as Prometheus' text writes it (dots to underscores,
+  // _total or _seconds added), to its OpenTelemetry name: two names that
+  // would be written alike are refused.
+  std::map<std::string, std::string, std::less<>> exported{
+      {"resilience_pipeline_duration_seconds", "resilience.pipeline.duration"},
+      {"resilience_strategy_attempt_duration_seconds", "resilience.strategy.attempt.duration"},
+      {"resilience_strategy_events_total", "resilience.strategy.events"}};
 
   template <class Map, class Key>
   static auto* cell(Map& map, Key key) {
@@ -223,12 +230,27 @@ const detail::duration_series* metrics::durations(bool per_attempt, std::string_
 
 metrics::user_series& metrics::instrument(metric_kind kind, std::string_view name, const metric_labels& labels,
                                           std::string_view help, std::span<const duration> bounds, const char* who) {
+  const auto fail = [&](const std::string& why) {
+    throw std::invalid_argument(std::string("metrics::") + who + ": \"" + std::string(name) + "\" " + why);
+  };
+  const auto written = [](std::string_view n) {
+    std::string w(n);
+    std::replace(w.begin(), w.end(), '.', '_');
+    return w;
+  };
   check_instrument_name(name, who, "name");
-  for (const auto& [label, value] : labels) check_instrument_name(label, who, "label name");
-  if (name == "resilience.pipeline.duration" || name == "resilience.strategy.attempt.duration" ||
-      name == "resilience.strategy.events")
-    throw std::invalid_argument(std::string("metrics::") + who + ": \"" + std::string(name) +
-                                "\" is one of the registry's own families");
+  std::vector<std::string> written_labels;
+  for (const auto& [label, value] : labels) {
+    check_instrument_name(label, who, "label name");
+    std::string w = written(label);
+    if (w.rfind("__", 0) == 0) fail("has a label starting with __, which Prometheus reserves");
+    if (kind == metric_kind::histogram && w == "le") fail("has a label le, which a histogram's buckets use");
+    if (std::find(written_labels.begin(), written_labels.end(), w) != written_labels.end())
+      fail("has two labels that are written alike");
+    written_labels.push_back(std::move(w));
+  }
+  const std::string exported_name =
+      written(name) + (kind == metric_kind::counter ? "_total" : kind == metric_kind::histogram ? "_seconds" : "");
   std::vector<duration> checked;
   if (kind == metric_kind::histogram) {
     if (bounds.empty()) bounds = options_.bucket_bounds();
@@ -249,6 +271,9 @@ metrics::user_series& metrics::instrument(metric_kind kind, std::string_view nam
   std::lock_guard lock(registry_->mutex);
   auto it = registry_->user.find(name);
   if (it == registry_->user.end()) {
+    if (const auto e = registry_->exported.find(exported_name); e != registry_->exported.end())
+      fail("would be written as " + exported_name + ", as \"" + e->second + "\" is");
+    registry_->exported.emplace(exported_name, std::string(name));
     it = registry_->user.emplace(std::string(name), registry::user_family{kind, std::string(help), names, checked, {}})
              .first;
   } else {

@@ -124,6 +124,26 @@ BOOST_AUTO_TEST_CASE(loops_on_an_open_breaker_let_the_half_open_probe_complete) 
   BOOST_TEST((breaker.state() == resilience::circuit_state::closed));
 }
 
+// A rejection hook that cancels its caller does not turn the refusal into a
+// thrown cancellation: the turn is taken with throwing off.
+BOOST_AUTO_TEST_CASE(a_refusal_whose_hook_cancels_the_caller_is_still_the_refusal) {
+  asio::io_context io;
+  asio::cancellation_signal cancel;
+  resilience::circuit_breaker breaker(resilience::breaker_options{}
+                                          .consecutive_failures(1)
+                                          .open_duration(1h)
+                                          .on_rejection([&](const resilience::rejection&) {
+                                            cancel.emit(asio::cancellation_type::terminal);
+                                          }));
+  breaker.try_acquire().record_failure();
+  resilience::test::completion<result<int>> done;
+  resilience::test::spawn(io, breaker.run(answer), done, &cancel);
+  io.run();
+  BOOST_TEST(done.times == 1);
+  BOOST_REQUIRE(!done.exception);
+  BOOST_TEST((done.value->error() == resilience::error::circuit_open));
+}
+
 BOOST_AUTO_TEST_CASE(a_full_bulkhead_leaves_room_for_a_timer) {
   asio::io_context io;
   resilience::bulkhead bulkhead(resilience::bulkhead_options{}.max_concurrent(1).max_queue(0));

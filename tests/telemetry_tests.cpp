@@ -76,6 +76,12 @@ BOOST_AUTO_TEST_CASE(bad_names_and_changed_shapes_are_refused) {
   BOOST_CHECK_THROW(registry.counter("has space"), std::invalid_argument);
   BOOST_CHECK_THROW(registry.counter("ok", {{"bad-label", "x"}}), std::invalid_argument);
   BOOST_CHECK_THROW(registry.counter("resilience.strategy.events"), std::invalid_argument);
+  BOOST_CHECK_THROW(registry.counter("resilience_strategy_events"), std::invalid_argument);  // written alike
+  registry.counter("app.requests");
+  BOOST_CHECK_THROW(registry.counter("app_requests"), std::invalid_argument);
+  BOOST_CHECK_THROW(registry.counter("x", {{"a.b", "1"}, {"a_b", "2"}}), std::invalid_argument);
+  BOOST_CHECK_THROW(registry.counter("y", {{"__name", "1"}}), std::invalid_argument);
+  BOOST_CHECK_THROW(registry.histogram("z", {{"le", "1"}}), std::invalid_argument);
   registry.counter("calls", {{"peer", "a"}});
   BOOST_CHECK_THROW(registry.gauge("calls", {{"peer", "a"}}), std::invalid_argument);  // another kind
   BOOST_CHECK_THROW(registry.counter("calls", {{"host", "a"}}), std::invalid_argument);  // other label names

@@ -268,7 +268,10 @@ template <class T, class Executor, class Op, class Classifier, class Clock>
 boost::asio::awaitable<T, Executor> throttle_call(Op op, throttle_core* core, const Clock* clock,
                                                   Classifier accepted, context ctx) {
   if (!core->admit(detail::coarse_now(*clock))) {
-    co_await yield_after_refusal<Executor>();
+    // Throwing off for the turn (see yield_after_refusal).
+    const bool throws = co_await boost::asio::this_coro::throw_if_cancelled();
+    co_await boost::asio::this_coro::throw_if_cancelled(false);
+    co_await yield_after_refusal<Executor>(throws);
     co_return make_failure<T>(error::throttled);
   }
   // Counted once the outcome is known: a frame destroyed unresumed (its

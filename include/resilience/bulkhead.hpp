@@ -413,7 +413,10 @@ boost::asio::awaitable<bulkhead_admission, Executor> bulkhead_queue(bulkhead_cor
   // A full queue rejects without suspending (a snapshot of one atomic word).
   if (core->queue_full()) {
     core->report(bulkhead_reject_reason::queue_full);
-    co_await yield_after_refusal<Executor>();
+    // Throwing off for the turn (see yield_after_refusal).
+    const bool throws = co_await boost::asio::this_coro::throw_if_cancelled();
+    co_await boost::asio::this_coro::throw_if_cancelled(false);
+    co_await yield_after_refusal<Executor>(throws);
     co_return bulkhead_admission{{}, error::bulkhead_full};
   }
   const Executor executor = co_await asio::this_coro::executor;

@@ -232,7 +232,11 @@ boost::asio::awaitable<T, Executor> chaos_call(Op op, Held held, context ctx) {
     co_return outcome<T>::from_error(asio::error::operation_aborted).get();
   }
   // An injected outcome stands in for a call that never suspends here.
-  if constexpr (fault_type::kind != chaos_fault::latency) co_await yield_after_refusal<Executor>();
+  if constexpr (fault_type::kind != chaos_fault::latency) {
+    const bool throws = co_await asio::this_coro::throw_if_cancelled();
+    co_await asio::this_coro::throw_if_cancelled(false);
+    co_await yield_after_refusal<Executor>(throws);
+  }
 
   if constexpr (fault_type::kind == chaos_fault::error) {
     co_return outcome<T>::from_error(fault.error).get();

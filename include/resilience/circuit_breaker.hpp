@@ -199,7 +199,10 @@ template <class T, class Executor, class Op, class Classifier>
 boost::asio::awaitable<T, Executor> breaker_call(Op op, breaker_core* core, Classifier classify, context ctx) {
   breaker_permit permit = admit(*core);
   if (!permit) {
-    co_await yield_after_refusal<Executor>();
+    // Throwing off for the turn (see yield_after_refusal).
+    const bool throws = co_await boost::asio::this_coro::throw_if_cancelled();
+    co_await boost::asio::this_coro::throw_if_cancelled(false);
+    co_await yield_after_refusal<Executor>(throws);
     if constexpr (!std::is_void_v<T> && outcome_traits<T>::has_error_channel) {
       co_return outcome_traits<T>::from_error(error::circuit_open);
     } else {

@@ -341,13 +341,20 @@ boost::asio::awaitable<T, Executor> rate_limited_call(Op op, rate_limiter_core* 
     if (core->options().max_wait() == duration::zero()) {
       // Rejects without a frame for the queue: nothing would wait in it.
       core->report(rate_limit_reject_reason::no_permit, core->time_until_permit(clock->now()));
-      co_await yield_after_refusal<Executor>();
+      // Throwing off for the turn (see yield_after_refusal).
+      const bool throws = co_await boost::asio::this_coro::throw_if_cancelled();
+      co_await boost::asio::this_coro::throw_if_cancelled(false);
+      co_await yield_after_refusal<Executor>(throws);
       co_return outcome<T>::from_error(error::rate_limited).get();
     }
     const error_code ec = co_await rate_limit_queue<Clock, Executor>(core, clock, ctx.deadline);
     if (ec) {
       // Turned away without a wait (no permit before the deadline) or after one.
-      if (ec == error::rate_limited) co_await yield_after_refusal<Executor>();
+      if (ec == error::rate_limited) {
+        const bool throws = co_await boost::asio::this_coro::throw_if_cancelled();
+        co_await boost::asio::this_coro::throw_if_cancelled(false);
+        co_await yield_after_refusal<Executor>(throws);
+      }
       co_return outcome<T>::from_error(ec).get();
     }
   }

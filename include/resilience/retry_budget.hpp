@@ -3,7 +3,7 @@
 //
 //   // gRPC's retry throttling: 10 tokens, 0.1 back per success.
 //   resilience::retry_throttle throttle{10, 0.1};
-//   // or: at most 10% retries over 10 s, with 5 retries a second allowed anyway.
+//   // or: at most 10% retries over 10 s, with 10 retries a second allowed anyway.
 //   resilience::retry_ratio_budget budget{resilience::retry_ratio_budget_options{}.ratio(0.1)};
 //
 //   const auto policy = resilience::retry_policy{}.max_attempts(4).budget(throttle);

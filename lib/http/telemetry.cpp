@@ -1,6 +1,8 @@
 #include <resilience/http/telemetry.hpp>
 
+#include <exception>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -26,10 +28,17 @@ struct series_cache {
     auto it = series.find(key);
     if (it == series.end()) {
       lock.unlock();
-      // The registry has its own lock; two threads making the same series get the same one.
-      const metric_histogram_ref h = registry->histogram(name, labels(), help, http_duration_buckets());
+      // The registry has its own lock; two threads making the same series get
+      // the same one. A hook must not throw: a name the application made
+      // otherwise is its error, and these calls go unrecorded.
+      std::optional<metric_histogram_ref> made;
+      try {
+        made = registry->histogram(name, labels(), help, http_duration_buckets());
+      } catch (const std::exception&) {
+        return;
+      }
       lock.lock();
-      it = series.emplace(key, h).first;
+      it = series.emplace(key, *made).first;
     }
     const metric_histogram_ref h = it->second;
     lock.unlock();

@@ -104,15 +104,20 @@ boost::asio::awaitable<void, Executor> yield_once() {
 // turn before it completes, as an Asio operation that completes at once does.
 // Without it a loop of refused calls never returns to io_context::run: the
 // timers, probes and I/O that would end the refusals starve. Refusal paths
-// only; a call that goes through pays nothing. Throwing is off for the turn: a
-// refusal is reported as itself even if the caller was cancelled meanwhile.
+// only; a call that goes through pays nothing.
+//
+// Throwing is off for the turn: a refusal is reported as itself even if a
+// hook cancelled the caller meanwhile. Asio checks the caller's cancellation
+// in the caller's frame, before it enters any awaitable, so the refusing
+// coroutine switches throwing off itself and this restores it:
+//   const bool throws = co_await asio::this_coro::throw_if_cancelled();
+//   co_await asio::this_coro::throw_if_cancelled(false);
+//   co_await yield_after_refusal<Executor>(throws);
 template <class Executor>
-boost::asio::awaitable<void, Executor> yield_after_refusal() {
+boost::asio::awaitable<void, Executor> yield_after_refusal(bool throws) {
   namespace asio = boost::asio;
-  const bool throws = co_await asio::this_coro::throw_if_cancelled();
-  if (throws) co_await asio::this_coro::throw_if_cancelled(false);
   co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable_t<Executor>{});
-  if (throws) co_await asio::this_coro::throw_if_cancelled(true);
+  co_await asio::this_coro::throw_if_cancelled(throws);
 }
 
 }  // namespace resilience::detail

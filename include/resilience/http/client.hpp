@@ -55,8 +55,9 @@
 //
 // The client must outlive its calls and cannot be copied; request() on a
 // temporary does not compile. It is thread-safe; a call runs on its caller's
-// executor (a strand on a multi-threaded io_context). Destroy it, or call
-// pool().close_idle(), before the io_context its connections were opened on.
+// executor (a strand on a multi-threaded io_context). The client and the
+// io_context may be destroyed in either order: a context's idle connections
+// leave the pool with it.
 #pragma once
 
 #include <resilience/backoff.hpp>
@@ -191,7 +192,8 @@ class client_options {
   // least 100, which our tests show opening against an upstream failing 30%
   // of its attempts, and then failing every call for the break, where the
   // retries alone recover 99% of them; and no opening at all below 100 calls
-  // in 30 s): failure_ratio(0.1).minimum_calls(100).time_window(30s).
+  // in 30 s): failure_ratio(0.1).minimum_calls(100).time_window(30s)
+  // .open_duration(5s) (every setting, since this replaces them all).
   client_options breaker(breaker_options b) const {
     auto o = *this;
     o.breaker_ = std::move(b);
@@ -343,9 +345,10 @@ class request_options {
     return o;
   }
   // Inside a caller's call (a server handler's context, an outer stage's):
-  // its deadline bounds this call too, and this call marks its properties
-  // (request_may_have_been_sent, idempotent), which must outlive the call as
-  // the caller's own do. client::request(to, req, ctx) does this.
+  // its deadline bounds this call too, and when the call ends it sets
+  // request_may_have_been_sent in the caller's properties if the request may
+  // have reached the server (never clears it). They must outlive the call,
+  // as the caller's own do. client::request(to, req, ctx) does this.
   request_options within(const context& parent) const noexcept {
     auto o = deadline(std::min(deadline_, parent.deadline));
     o.props_ = parent.props;
@@ -471,20 +474,25 @@ class basic_client {
     return call<ResBody>(std::move(to), std::move(req), options);
   }
   // The same, inside a caller's call: `parent` (a server handler's context,
-  // an outer stage's) bounds it with its deadline and lends it its
-  // properties (request_options::within). A call its deadline cuts ends with
+  // an outer stage's) bounds it with its deadline, and as it ends marks
+  // request_may_have_been_sent in its properties if the request may have
+  // reached the server (request_options::within). A call its deadline cuts ends with
   // error::deadline_exceeded, also when the caller's own bound cancels it as
   // the deadline passes; a cancellation before the deadline stays
   // operation_aborted.
-  template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields>
+  // (`Context` is resilience::context: a template, so that `request(to, req,
+  // {})` still means request_options.)
+  template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields,
+            std::same_as<context> Context>
   boost::asio::awaitable<result<ResBody>> request(endpoint to, boost::beast::http::request<ReqBody, Fields> req,
-                                                  const context& parent, request_options options = {}) & {
+                                                  const Context& parent, request_options options = {}) & {
     checked(to, req);
     return call<ResBody>(std::move(to), std::move(req), options.within(parent));
   }
-  template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields>
+  template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields,
+            std::same_as<context> Context>
   boost::asio::awaitable<result<ResBody>> request(
-      endpoint to, std::reference_wrapper<boost::beast::http::request<ReqBody, Fields>> req, const context& parent,
+      endpoint to, std::reference_wrapper<boost::beast::http::request<ReqBody, Fields>> req, const Context& parent,
       request_options options = {}) & {
     checked(to, req.get());
     return call<ResBody>(std::move(to), req, options.within(parent));
@@ -569,8 +577,9 @@ class basic_client {
     auto& req = request_of(held);
     if (!http::detail::holds(req, bhttp::field::host)) req.set(bhttp::field::host, to.authority());
     req.prepare_payload();
-    properties own;
-    properties& props = options.caller_properties() ? *options.caller_properties() : own;
+    // The call's own marks: its classifier must read this request's, not
+    // those of another call made meanwhile under the same caller's context.
+    properties props;
     props.set(http::idempotent, options.idempotent().value_or(is_idempotent(req)));
     context ctx = context{}.with(props);
     // The total bound: the retry never waits past it, and each attempt's own
@@ -591,6 +600,13 @@ class basic_client {
       report(client_call_event{attempts, res.has_error() ? res.error() : error_code{},
                                res.has_value() ? res->result_int() : 0u, req.method(), &to, clock_.now() - now});
     }
+    // The caller learns whether this request may have reached the server (a
+    // stage around it must not repeat a POST that did), added to what its
+    // other calls left. Each attempt clears the mark for itself: after more
+    // than one, an earlier one may have been sent.
+    if (properties* caller = options.caller_properties()) {
+      if (attempts > 1 || ctx.value_or(request_may_have_been_sent, false)) caller->set(request_may_have_been_sent, true);
+    }
     co_return res;
   }
 
@@ -608,7 +624,9 @@ class basic_client {
     ctx.set(request_may_have_been_sent, false);
     breaker_permit permit = breaker.try_acquire();
     if (!permit) {
-      co_await resilience::detail::yield_after_refusal<asio::any_io_executor>();
+      const bool throws = co_await asio::this_coro::throw_if_cancelled();
+      co_await asio::this_coro::throw_if_cancelled(false);
+      co_await resilience::detail::yield_after_refusal<asio::any_io_executor>(throws);
       co_return error_code(error::circuit_open);
     }
     attempts = ctx.attempt;

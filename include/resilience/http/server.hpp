@@ -252,7 +252,7 @@ template <class Guard>
 struct guard_steps;
 template <class Guard>
 boost::asio::awaitable<void> answer_into(const Guard* guard, server_request* req, context ctx,
-                                         std::optional<typename Guard::response_type>* answer);
+                                         std::optional<typename Guard::response_type>* answer, time_point* at);
 
 }  // namespace detail
 
@@ -294,7 +294,8 @@ class guarded_handler {
   friend struct detail::guard_steps;
   template <class Guard>
   friend boost::asio::awaitable<void> detail::answer_into(const Guard*, server_request*, context,
-                                                          std::optional<typename Guard::response_type>*);
+                                                          std::optional<typename Guard::response_type>*,
+                                                          time_point*);
 
   Handler handler_;
   server_options options_;
@@ -371,10 +372,13 @@ struct guard_steps {
   }
 };
 
+// The handler's answer, and when it came (with a deadline to judge it by):
+// an answer made in time is kept even if this frame resumes late.
 template <class Guard>
 boost::asio::awaitable<void> answer_into(const Guard* guard, server_request* req, context ctx,
-                                         std::optional<typename Guard::response_type>* answer) {
+                                         std::optional<typename Guard::response_type>* answer, time_point* at) {
   answer->emplace(co_await guard->handler_(std::move(*req), ctx));
+  if (ctx.has_deadline()) *at = guard->clock_.now();
 }
 
 template <class Guard>
@@ -395,10 +399,14 @@ boost::asio::awaitable<typename Guard::response_type> guarded_call(const Guard* 
   // Its answer comes back through `answer`, so that the bounded run is that
   // of a void op: a frame small enough for Asio's frame cache.
   std::optional<typename Guard::response_type> answer;
+  time_point answered_at{};
   error_code why;  // a failure's code, if it had one
   try {
     co_await resilience::detail::run_bounded<void, asio::any_io_executor>(
-        [guard, &req, &answer](const context& c) { return answer_into(guard, &req, c, &answer); }, ctx,
+        [guard, &req, &answer, &answered_at](const context& c) {
+          return answer_into(guard, &req, c, &answer, &answered_at);
+        },
+        ctx,
         guard->clock_, duration::max(), asio::cancellation_type::terminal, error::deadline_exceeded);
   } catch (const boost::system::system_error& e) {
     why = e.code();
@@ -408,7 +416,7 @@ boost::asio::awaitable<typename Guard::response_type> guarded_call(const Guard* 
     // Past the deadline the client has stopped waiting: whatever the handler
     // made of it (a 502 from an upstream call the deadline cut, a late 200),
     // the answer is 504, and counted as one.
-    if (!ctx.has_deadline() || guard->clock_.now() < ctx.deadline) {
+    if (!ctx.has_deadline() || answered_at < ctx.deadline) {
       steps.finish(answer->result_int(), start);
       co_return std::move(*answer);
     }
