@@ -1,4 +1,4 @@
-// The README's examples, as written there, on virtual time: each one
+// Examples of the README and docs/ (as written there, originally the README's), on virtual time: each one
 // compiles against the public headers and does what its text says. Only
 // what the README leaves to the reader (a mailer, a database, a response
 // type) is filled in here, and each example's clock is set to a manual one.

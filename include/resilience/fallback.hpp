@@ -219,7 +219,7 @@ class basic_fallback {
       return detail::fallback_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
           std::move(op), detail::copied_into_frame<basic_fallback>(*this), parent);
     } else {
-      return run_referenced(std::move(op), parent);  // a move-only action: see Lifetimes in the README
+      return run_referenced(std::move(op), parent);  // a move-only action: see Lifetimes in docs/semantics.md
     }
   }
   template <awaitable_op Op>

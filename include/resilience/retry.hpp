@@ -474,7 +474,7 @@ class basic_retry_policy {
       return detail::retry_loop<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
           std::move(op), detail::copied_into_frame<basic_retry_policy>(*this), parent);
     } else {
-      return run_referenced(std::move(op), parent);  // a move-only part: see Lifetimes in the README
+      return run_referenced(std::move(op), parent);  // a move-only part: see Lifetimes in docs/semantics.md
     }
   }
   template <awaitable_op Op>
