@@ -16,7 +16,7 @@
 // under callers that give each request 5 s (grpc-timeout), then prints what
 // each side counted and checks that the counts agree.
 //
-//   gateway [--seconds S] [--callers N]
+//   gateway [--seconds S] [--callers N] [--page FILE]   (FILE: the /metrics page as served)
 #include <resilience/http/client.hpp>
 #include <resilience/http/metrics_page.hpp>
 #include <resilience/http/server.hpp>
@@ -34,6 +34,7 @@
 #include <fmt/core.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -134,11 +135,13 @@ struct flaky_upstream {
 int main(int argc, char** argv) {
   double seconds = 5;
   int callers = 20;
+  std::string page_file;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--seconds") seconds = std::atof(argv[i + 1]);
     else if (flag == "--callers") callers = std::atoi(argv[i + 1]);
-    else return fmt::print(stderr, "usage: gateway [--seconds S] [--callers N]\n"), 2;
+    else if (flag == "--page") page_file = argv[i + 1];
+    else return fmt::print(stderr, "usage: gateway [--seconds S] [--callers N] [--page FILE]\n"), 2;
   }
   if (!(seconds > 0) || callers < 1) return fmt::print(stderr, "gateway: --seconds and --callers must be positive\n"), 2;
 
@@ -208,6 +211,11 @@ int main(int argc, char** argv) {
   fmt::print("\nOne upstream request in 5 fails: more than gRPC's retry throttling (10 tokens, 0.1 back per\n"
              "success) lets through for long, so most 503s are passed on rather than retried\n"
              "(gateway_retries_refused_total); a stalled request ends at the caller's deadline as 504.\n");
+  if (!page_file.empty()) {
+    std::FILE* f = std::fopen(page_file.c_str(), "w");
+    if (!f || std::fwrite(page.data(), 1, page.size(), f) != page.size() || std::fclose(f) != 0)
+      return fmt::print(stderr, "gateway: cannot write {}\n", page_file), 1;
+  }
   const bool agree = served == static_cast<std::uint64_t>(calls) && upstream_calls == served && quotes == served &&
                      service.upstream_attempts() == static_cast<std::uint64_t>(faults.requests);
   fmt::print("\nchecks: callers' calls {} = requests the gateway served {} = upstream calls it made {} = quotes {}\n",
