@@ -53,10 +53,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (transient != retry_if.retryable_status(status)) std::abort();
   if (status < 400 && transient) std::abort();
   if (counts(o) != (status >= 500 && status <= 599)) std::abort();
+  // By default a Retry-After is waited with the backoff on top; one past the
+  // maximum ends the call (stop), never cut short.
   const auto d = delay(o, ctx);
-  if (d.decision() == resilience::retry_delay::kind::after) {
+  if (d.decision() == resilience::retry_delay::kind::after_then_backoff) {
     if (status != 429 && status != 503) std::abort();
     if (d.given() < resilience::duration::zero() || d.given() > std::chrono::seconds(30)) std::abort();
+  } else if (d.decision() == resilience::retry_delay::kind::stop) {
+    if (status != 429 && status != 503) std::abort();
+    const auto asked = delay.requested(o.value());
+    if (!asked || *asked <= std::chrono::seconds(30)) std::abort();
   } else if (d.decision() != resilience::retry_delay::kind::backoff) {
     std::abort();
   }
