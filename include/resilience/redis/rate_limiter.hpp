@@ -1,0 +1,306 @@
+// resilience/redis/rate_limiter.hpp — one rate limit shared by every replica
+// of a service, kept in Redis.
+//
+//   using namespace std::chrono_literals;
+//   namespace redis = resilience::redis;
+//   redis::rate_limiter limiter{io.get_executor(),
+//                               redis::connection_options{}.tcp("10.0.0.5", 6379),
+//                               redis::rate_limiter_options{}.key("mail-provider")
+//                                   .token_bucket(100, 1s, 20)   // 100 a second for the whole fleet
+//                                   .max_wait(250ms)};           // wait up to 250 ms for a permit
+//   auto sent = co_await limiter([&] { return mail.async_send(msg); });
+//   // as a stage:  resilience::pipeline(limiter, attempt_timeout)
+//
+// The bucket (GCRA, as the local rate_limiter) is one key in Redis, updated
+// by a Lua script (EVALSHA) that decides atomically on Redis's own clock
+// (TIME), so replicas' clocks need not agree. A replica leases permits in
+// batches: it takes up to max_lease() per round trip and spends them
+// locally, so a busy replica makes one round trip per many calls. The lease
+// grows (doubling) while the replica spends it quickly and shrinks (halving)
+// when permits expire unspent (lease_lifetime()). Accuracy: over any span of
+// time the fleet admits at most rate × span + burst + replicas ×
+// max_lease(), because a leased permit is spent at most lease_lifetime()
+// after Redis granted it; permits that expire unspent are lost to the quota
+// (the fleet admits less, never more).
+//
+// No permit. With max_wait() zero (the default) the call ends at once with
+// error::rate_limited, without calling the op; the rejection event carries
+// the time until Redis expects a permit. Otherwise the call waits that time
+// (on the limiter's clock) and asks again, while it fits in max_wait() and
+// before the context's deadline.
+//
+// Redis slow or down is a failure mode, not an outage. Each round trip is
+// bounded (connection_options::command_timeout, 100 ms by default). The
+// first one that fails (timeout, connection lost or refused, an error
+// reply) opens the limiter's breaker: it falls back, reports fell_back, and
+// probes Redis in the background (PING, with jittered exponential backoff
+// from 50 ms to 500 ms, by co_retry) until it answers; then it reports
+// resumed and goes back to the shared quota. While it falls back, calls
+// make no round trip and are decided by fallback():
+//   - local_share (the default): a local token bucket at this replica's
+//     share of the quota, rate / replicas, where replicas is the number of
+//     replicas Redis saw using the key in the last 10 s (replicas_hint()
+//     until Redis was reached once);
+//   - fail_open: every call admitted;
+//   - fail_closed: every call rejected with rate_limited.
+//
+// Keys. For the key "k", the bucket is "rl:{k}" and the replicas' sorted set
+// "rl:{k}:replicas": one hash tag, so Redis Cluster keeps both in one slot
+// and the script runs on one node. Different keys spread over the cluster.
+//
+// Time. The limiter's Clock times leases, waits and the local share; round
+// trips and reconnects wait on a real server and are timed by the steady
+// clock. time_source::local sends the Clock's time to the script in place of
+// Redis's TIME: for tests on a manual_clock, or replicas whose clocks agree.
+//
+// Threads: calls may come from any thread; the lease is a pair of atomics,
+// and a call that finds it spent asks Redis on the connection's executor
+// (a strand, on a multi-threaded io_context), one round trip at a time for
+// all callers. The limiter must outlive every call made through it; destroy
+// it before its io_context.
+#pragma once
+
+#include <resilience/clock.hpp>
+#include <resilience/context.hpp>
+#include <resilience/detail/bounded_run.hpp>
+#include <resilience/detail/sleep.hpp>
+#include <resilience/error.hpp>
+#include <resilience/outcome.hpp>
+#include <resilience/redis/connection.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace resilience::redis {
+
+enum class fallback_mode : std::uint8_t { local_share, fail_open, fail_closed };
+enum class time_source : std::uint8_t { redis, local };
+
+struct limiter_event {
+  enum class kind : std::uint8_t {
+    fell_back,          // a round trip failed: calls are decided by the fallback
+    resumed,            // Redis answered again: back to the shared quota
+    round_trip_failed,  // a round trip failed (every one, the first included)
+    rejected,           // a call was turned away (rate_limited)
+  };
+  kind what;
+  error_code error;                      // fell_back, round_trip_failed: why
+  duration retry_after = duration::zero();  // rejected: until a permit is expected
+  std::uint32_t replicas = 0;            // replicas seen sharing the key (0: not known)
+};
+
+struct limiter_stats {
+  std::uint64_t admitted = 0;              // calls admitted, by the shared quota or the fallback
+  std::uint64_t admitted_by_fallback = 0;  // of which by the fallback
+  std::uint64_t rejected = 0;
+  std::uint64_t round_trips = 0;  // scripts run (a NOSCRIPT reload counts once)
+  std::uint64_t failed_round_trips = 0;
+  std::uint64_t fallbacks = 0;   // times the breaker opened
+  std::uint64_t leased = 0;      // permits Redis granted
+  std::uint32_t replicas = 0;    // as Redis last said
+};
+
+class rate_limiter_options {
+ public:
+  // The limit's name in Redis: non-empty, at most 200 bytes, without '{' or
+  // '}' (the library adds the hash tag). Required: a limiter without a key
+  // throws at construction.
+  rate_limiter_options key(std::string k) const;
+  // `tokens` every `per` for the whole fleet, at most `burst` saved up;
+  // tokens and burst in [1, 2^31 - 1], per / tokens at least 1 us. The
+  // default: 100 a second, burst 100.
+  rate_limiter_options token_bucket(std::uint32_t tokens, duration per, std::uint32_t burst) const;
+  rate_limiter_options token_bucket(std::uint32_t tokens, duration per) const {
+    return token_bucket(tokens, per, tokens);
+  }
+  // How long a call may wait for a permit: zero (the default), positive, or
+  // duration::max() for no limit but the context's deadline.
+  rate_limiter_options max_wait(duration d) const;
+  // Permits one round trip may lease, 1 to burst: the overshoot per replica.
+  // By default a tenth of the burst (at least 1).
+  rate_limiter_options max_lease(std::uint32_t n) const;
+  // How long a leased permit may wait to be spent: positive; 100 ms by
+  // default.
+  rate_limiter_options lease_lifetime(duration d) const;
+  rate_limiter_options fallback(fallback_mode m) const;
+  // Replicas assumed for the local share before Redis has told: 1 to 2^16;
+  // 1 by default (the whole quota: set it to the fleet's size).
+  rate_limiter_options replicas_hint(std::uint32_t n) const;
+  rate_limiter_options clock_from(time_source s) const;
+  // Every event; the breaker's on the connection's executor, rejections on
+  // the rejected call's thread. It must not throw.
+  rate_limiter_options on_event(std::function<void(const limiter_event&)> f) const;
+
+  const std::string& key() const noexcept { return key_; }
+  std::uint32_t tokens() const noexcept { return tokens_; }
+  duration per() const noexcept { return per_; }
+  std::uint32_t burst() const noexcept { return burst_; }
+  duration max_wait() const noexcept { return max_wait_; }
+  std::uint32_t max_lease() const noexcept { return max_lease_ ? max_lease_ : (burst_ / 10 ? burst_ / 10 : 1); }
+  duration lease_lifetime() const noexcept { return lease_lifetime_; }
+  fallback_mode fallback() const noexcept { return fallback_; }
+  std::uint32_t replicas_hint() const noexcept { return replicas_hint_; }
+  time_source clock_from() const noexcept { return time_source_; }
+  const std::function<void(const limiter_event&)>& on_event() const noexcept { return on_event_; }
+
+ private:
+  std::string key_;
+  std::uint32_t tokens_ = 100;
+  duration per_ = std::chrono::seconds(1);
+  std::uint32_t burst_ = 100;
+  duration max_wait_ = duration::zero();
+  std::uint32_t max_lease_ = 0;  // 0: burst / 10
+  duration lease_lifetime_ = std::chrono::milliseconds(100);
+  fallback_mode fallback_ = fallback_mode::local_share;
+  std::uint32_t replicas_hint_ = 1;
+  time_source time_source_ = time_source::redis;
+  std::function<void(const limiter_event&)> on_event_;
+};
+
+namespace detail {
+
+// What the limiter says to one call.
+struct permit_decision {
+  enum class kind : std::uint8_t { admitted, ask_redis, rejected };
+  kind what;
+  duration retry_after = duration::zero();  // rejected
+};
+
+// The shared state: the lease (here, for the call's fast path), and behind
+// it (lib/redis/rate_limiter.cpp) the breaker, the fallback and the
+// connection. Kept by a shared_ptr so that the background probe outlives
+// nothing it uses.
+class limiter_core {
+ public:
+  static std::shared_ptr<limiter_core> make(boost::asio::any_io_executor ex, connection_options c,
+                                            rate_limiter_options o);
+  virtual ~limiter_core() = default;
+
+  // A leased permit, the fallback's decision, or ask_redis. Thread-safe.
+  permit_decision try_take(time_point now) noexcept {
+    if (!falling_back_.load(std::memory_order_acquire)) {
+      if (now.time_since_epoch().count() < lease_expires_.load(std::memory_order_acquire)) {
+        std::int64_t left = leased_.load(std::memory_order_relaxed);
+        while (left > 0) {
+          if (leased_.compare_exchange_weak(left, left - 1, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+            admitted_.fetch_add(1, std::memory_order_relaxed);
+            return {permit_decision::kind::admitted};
+          }
+        }
+      }
+      return {permit_decision::kind::ask_redis};
+    }
+    return fallback_take(now);
+  }
+  // A round trip (shared by every caller that finds the lease spent), then
+  // the call's decision: admitted, rejected, or ask_redis again (the lease
+  // it brought went to callers ahead). `done` runs on the connection's
+  // executor.
+  virtual void refill(time_point now, std::function<void(permit_decision)> done) = 0;
+  virtual void reject(duration retry_after) noexcept = 0;
+  virtual limiter_stats stats() const noexcept = 0;
+  bool falling_back() const noexcept { return falling_back_.load(std::memory_order_acquire); }
+  virtual const rate_limiter_options& options() const noexcept = 0;
+  // Cancels the probe and closes the connection (from ~basic_rate_limiter).
+  virtual void shutdown() noexcept = 0;
+
+ protected:
+  virtual permit_decision fallback_take(time_point now) noexcept = 0;
+
+  std::atomic<bool> falling_back_{false};
+  alignas(64) std::atomic<std::int64_t> leased_{0};
+  std::atomic<std::int64_t> lease_expires_{0};  // the clock's ticks
+  alignas(64) std::atomic<std::uint64_t> admitted_{0};
+};
+
+template <class Executor>
+auto async_refill(limiter_core* core, time_point now) {
+  boost::asio::use_awaitable_t<Executor> token;
+  return boost::asio::async_initiate<boost::asio::use_awaitable_t<Executor>, void(permit_decision)>(
+      [core, now](auto handler) {
+        auto ex = boost::asio::get_associated_executor(handler);
+        core->refill(now, [h = std::make_shared<decltype(handler)>(std::move(handler)), ex](permit_decision d) {
+          boost::asio::post(ex, [h, d] { std::move(*h)(d); });
+        });
+      },
+      token);
+}
+
+template <class T, class Executor, class Op, class Clock>
+boost::asio::awaitable<T, Executor> redis_limited_call(Op op, limiter_core* core, const Clock* clock,
+                                                       context ctx) {
+  const time_point give_up = saturating_add(clock->now(), core->options().max_wait());
+  for (;;) {
+    const time_point now = clock->now();
+    permit_decision d = core->try_take(now);
+    if (d.what == permit_decision::kind::ask_redis) d = co_await async_refill<Executor>(core, now);
+    if (d.what == permit_decision::kind::admitted) break;
+    if (d.what == permit_decision::kind::ask_redis) continue;  // the lease went to callers ahead
+    const time_point at = saturating_add(clock->now(), d.retry_after);
+    if (at > give_up || at >= ctx.deadline) {
+      core->reject(d.retry_after);
+      // Throwing off for the turn (see yield_after_refusal).
+      const bool throws = co_await boost::asio::this_coro::throw_if_cancelled();
+      co_await boost::asio::this_coro::throw_if_cancelled(false);
+      co_await resilience::detail::yield_after_refusal<Executor>(throws);
+      co_return outcome<T>::from_error(resilience::error::rate_limited).get();
+    }
+    auto timer = clock->make_timer(co_await boost::asio::this_coro::executor);
+    timer.expires_at(at);
+    auto [ec] = co_await timer.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable_t<Executor>{}));
+    if (ec) co_return outcome<T>::from_error(boost::asio::error::operation_aborted).get();
+  }
+  co_return co_await resilience::detail::invoke_op(op, ctx);
+}
+
+}  // namespace detail
+
+template <resilience::clock Clock = steady_clock>
+class basic_rate_limiter {
+ public:
+  // For pipeline(): no call waits for a permit past the context's deadline.
+  static constexpr bool respects_deadline = true;
+  using clock_type = Clock;
+
+  // Connects to Redis on first use, on `ex` (a strand on a multi-threaded
+  // io_context). Throws std::invalid_argument for options without a key.
+  basic_rate_limiter(boost::asio::any_io_executor ex, connection_options connection, rate_limiter_options options,
+                     Clock clock = {})
+      : clock_(std::move(clock)),
+        core_(detail::limiter_core::make(std::move(ex), std::move(connection), std::move(options))) {}
+  ~basic_rate_limiter() { core_->shutdown(); }
+  basic_rate_limiter(const basic_rate_limiter&) = delete;
+  basic_rate_limiter& operator=(const basic_rate_limiter&) = delete;
+
+  template <awaitable_op Op>
+  auto run(Op op, const context& parent = {}) const {
+    return detail::redis_limited_call<resilience::detail::op_value_t<Op>, resilience::detail::op_executor_t<Op>>(
+        std::move(op), core_.get(), &clock_, parent);
+  }
+  template <awaitable_op Op>
+  auto operator()(Op op, const context& parent = {}) const {
+    return run(std::move(op), parent);
+  }
+
+  limiter_stats stats() const noexcept { return core_->stats(); }
+  // The breaker is open: calls are decided by the fallback.
+  bool falling_back() const noexcept { return core_->falling_back(); }
+  const rate_limiter_options& options() const noexcept { return core_->options(); }
+  const Clock& clock() const noexcept { return clock_; }
+
+ private:
+  Clock clock_;
+  std::shared_ptr<detail::limiter_core> core_;
+};
+
+using rate_limiter = basic_rate_limiter<>;
+
+}  // namespace resilience::redis

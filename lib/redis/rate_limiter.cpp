@@ -1,0 +1,426 @@
+// The shared quota's state behind the lease: the round trip to Redis (one at
+// a time, shared by every caller that finds the lease spent), the breaker
+// that falls back when Redis fails, and the probe that brings it back.
+#include <resilience/redis/rate_limiter.hpp>
+
+#include <resilience/rate_limiter.hpp>
+#include <resilience/retry.hpp>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/system/errc.hpp>
+
+#include <openssl/sha.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+namespace resilience::redis {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+rate_limiter_options rate_limiter_options::key(std::string k) const {
+  if (k.empty()) throw std::invalid_argument("redis::rate_limiter_options::key: empty");
+  if (k.size() > 200) throw std::invalid_argument("redis::rate_limiter_options::key: longer than 200 bytes");
+  if (k.find_first_of("{}") != std::string::npos)
+    throw std::invalid_argument("redis::rate_limiter_options::key: '{' or '}' (the library adds the hash tag)");
+  auto o = *this;
+  o.key_ = std::move(k);
+  return o;
+}
+
+rate_limiter_options rate_limiter_options::token_bucket(std::uint32_t tokens, duration per,
+                                                        std::uint32_t burst) const {
+  constexpr std::uint32_t max = 0x7fffffff;
+  if (tokens == 0 || tokens > max) throw std::invalid_argument("redis::rate_limiter_options::token_bucket: tokens not in [1, 2^31 - 1]");
+  if (burst == 0 || burst > max) throw std::invalid_argument("redis::rate_limiter_options::token_bucket: burst not in [1, 2^31 - 1]");
+  if (per <= duration::zero()) throw std::invalid_argument("redis::rate_limiter_options::token_bucket: per not positive");
+  if (std::chrono::duration_cast<std::chrono::microseconds>(per).count() / tokens < 1)
+    throw std::invalid_argument("redis::rate_limiter_options::token_bucket: more than one token a microsecond");
+  auto o = *this;
+  o.tokens_ = tokens;
+  o.per_ = per;
+  o.burst_ = burst;
+  if (o.max_lease_ > burst) o.max_lease_ = burst;
+  return o;
+}
+
+rate_limiter_options rate_limiter_options::max_wait(duration d) const {
+  if (d < duration::zero()) throw std::invalid_argument("redis::rate_limiter_options::max_wait: negative");
+  auto o = *this;
+  o.max_wait_ = d;
+  return o;
+}
+
+rate_limiter_options rate_limiter_options::max_lease(std::uint32_t n) const {
+  if (n == 0 || n > burst_) throw std::invalid_argument("redis::rate_limiter_options::max_lease: not in [1, burst]");
+  auto o = *this;
+  o.max_lease_ = n;
+  return o;
+}
+
+rate_limiter_options rate_limiter_options::lease_lifetime(duration d) const {
+  if (d <= duration::zero()) throw std::invalid_argument("redis::rate_limiter_options::lease_lifetime: not positive");
+  auto o = *this;
+  o.lease_lifetime_ = d;
+  return o;
+}
+
+rate_limiter_options rate_limiter_options::fallback(fallback_mode m) const {
+  if (m != fallback_mode::local_share && m != fallback_mode::fail_open && m != fallback_mode::fail_closed)
+    throw std::invalid_argument("redis::rate_limiter_options::fallback: unknown mode");
+  auto o = *this;
+  o.fallback_ = m;
+  return o;
+}
+
+rate_limiter_options rate_limiter_options::replicas_hint(std::uint32_t n) const {
+  if (n == 0 || n > 65536) throw std::invalid_argument("redis::rate_limiter_options::replicas_hint: not in [1, 65536]");
+  auto o = *this;
+  o.replicas_hint_ = n;
+  return o;
+}
+
+rate_limiter_options rate_limiter_options::clock_from(time_source s) const {
+  if (s != time_source::redis && s != time_source::local)
+    throw std::invalid_argument("redis::rate_limiter_options::clock_from: unknown source");
+  auto o = *this;
+  o.time_source_ = s;
+  return o;
+}
+
+rate_limiter_options rate_limiter_options::on_event(std::function<void(const limiter_event&)> f) const {
+  auto o = *this;
+  o.on_event_ = std::move(f);
+  return o;
+}
+
+namespace detail {
+namespace {
+
+// GCRA over n permits. KEYS[1]: the bucket's theoretical arrival time in us
+// (when it would be full again); KEYS[2]: the replicas seen, scored by when.
+// ARGV: interval us, burst, permits wanted, now in us ("" for Redis's TIME),
+// this replica's id, how long a replica counts after its last round trip
+// (us). Returns {granted, us until the next permit if none, replicas}.
+// Numbers are written with %.0f: Lua's own conversion would round them.
+constexpr const char* gcra_script = R"lua(
+local interval = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local want = tonumber(ARGV[3])
+local now
+if ARGV[4] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[4])
+end
+local tat = tonumber(redis.call('GET', KEYS[1]))
+if not tat or tat < now then tat = now end
+local tau = (burst - 1) * interval
+local free = math.floor((now + tau - tat) / interval) + 1
+if free < 0 then free = 0 end
+local granted = math.min(want, free)
+local wait = 0
+if granted > 0 then
+  tat = tat + granted * interval
+  redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', string.format('%.0f', math.ceil((tat - now) / 1000) + 1))
+else
+  wait = tat - tau - now
+end
+local window = tonumber(ARGV[6])
+redis.call('ZADD', KEYS[2], string.format('%.0f', now), ARGV[5])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('(%.0f', now - window))
+redis.call('PEXPIRE', KEYS[2], string.format('%.0f', math.ceil(window / 1000)))
+return {granted, wait, redis.call('ZCARD', KEYS[2])}
+)lua";
+
+std::string sha1_hex(const char* text) {
+  unsigned char digest[SHA_DIGEST_LENGTH];
+  SHA1(reinterpret_cast<const unsigned char*>(text), std::strlen(text), digest);
+  std::string hex(2 * SHA_DIGEST_LENGTH, '0');
+  for (int i = 0; i < SHA_DIGEST_LENGTH; ++i) std::snprintf(&hex[2 * i], 3, "%02x", digest[i]);
+  return hex;
+}
+
+std::string random_replica_id() {
+  std::random_device rd;
+  std::uint64_t v = (std::uint64_t(rd()) << 32) ^ rd();
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+constexpr std::int64_t replica_window_us = 10'000'000;
+constexpr duration fail_closed_retry_after = 500ms;  // the probe's longest backoff
+
+std::vector<std::string> ping_command() { return {"PING"}; }
+
+error_code protocol_error() { return boost::system::errc::make_error_code(boost::system::errc::protocol_error); }
+
+class limiter_impl final : public limiter_core, public std::enable_shared_from_this<limiter_impl> {
+ public:
+  limiter_impl(asio::any_io_executor ex, connection_options c, rate_limiter_options o)
+      : executor_(ex),
+        connection_(ex, std::move(c)),
+        options_(std::move(o)),
+        bucket_key_("rl:{" + options_.key() + "}"),
+        replicas_key_(bucket_key_ + ":replicas"),
+        replica_id_(random_replica_id()),
+        script_sha_(sha1_hex(gcra_script)),
+        interval_us_(std::chrono::duration_cast<std::chrono::microseconds>(options_.per()).count() /
+                     options_.tokens()),
+        replicas_(0) {}
+
+  void refill(time_point now, std::function<void(permit_decision)> done) override {
+    asio::dispatch(executor_, [self = shared_from_this(), now, done = std::move(done)]() mutable {
+      self->refill_here(now, std::move(done));
+    });
+  }
+
+  void reject(duration retry_after) noexcept override {
+    rejected_.fetch_add(1, std::memory_order_relaxed);
+    report({limiter_event::kind::rejected, {}, retry_after, replicas_.load(std::memory_order_relaxed)});
+  }
+
+  limiter_stats stats() const noexcept override {
+    limiter_stats s;
+    s.admitted = admitted_.load(std::memory_order_relaxed);
+    s.admitted_by_fallback = admitted_by_fallback_.load(std::memory_order_relaxed);
+    s.rejected = rejected_.load(std::memory_order_relaxed);
+    s.round_trips = round_trips_.load(std::memory_order_relaxed);
+    s.failed_round_trips = failed_round_trips_.load(std::memory_order_relaxed);
+    s.fallbacks = fallbacks_.load(std::memory_order_relaxed);
+    s.leased = leased_total_.load(std::memory_order_relaxed);
+    s.replicas = replicas_.load(std::memory_order_relaxed);
+    return s;
+  }
+
+  const rate_limiter_options& options() const noexcept override { return options_; }
+
+  void shutdown() noexcept override {
+    shut_.store(true, std::memory_order_release);
+    probe_cancel_.emit(asio::cancellation_type::all);
+    connection_.close();
+  }
+
+ protected:
+  permit_decision fallback_take(time_point now) noexcept override {
+    switch (options_.fallback()) {
+      case fallback_mode::fail_open:
+        break;
+      case fallback_mode::fail_closed:
+        return {permit_decision::kind::rejected, fail_closed_retry_after};
+      case fallback_mode::local_share: {
+        std::lock_guard lock(share_mutex_);
+        if (!share_ || !share_->try_acquire(now)) {
+          return {permit_decision::kind::rejected, share_ ? share_->time_until_permit(now) : fail_closed_retry_after};
+        }
+        break;
+      }
+    }
+    admitted_.fetch_add(1, std::memory_order_relaxed);
+    admitted_by_fallback_.fetch_add(1, std::memory_order_relaxed);
+    return {permit_decision::kind::admitted};
+  }
+
+ private:
+  void report(const limiter_event& e) const noexcept {
+    if (options_.on_event()) {
+      try {
+        options_.on_event()(e);
+      } catch (...) {
+      }
+    }
+  }
+
+  // On the executor.
+  void refill_here(time_point now, std::function<void(permit_decision)> done) {
+    if (shut_.load(std::memory_order_acquire)) return done({permit_decision::kind::rejected, fail_closed_retry_after});
+    // A round trip may have come back (or the breaker opened) since the caller looked.
+    const permit_decision d = try_take(now);
+    if (d.what != permit_decision::kind::ask_redis) return done(d);
+    waiting_.push_back(std::move(done));
+    if (!in_flight_) start_round_trip(now);
+  }
+
+  void start_round_trip(time_point now) {
+    in_flight_ = true;
+    // The lease follows demand: doubled when spent in under half its
+    // lifetime, halved when permits expired unspent.
+    if (had_lease_) {
+      const bool expired_unspent = leased_.load(std::memory_order_relaxed) > 0;
+      if (expired_unspent)
+        lease_size_ = std::max<std::uint32_t>(1, lease_size_ / 2);
+      else if (now - lease_granted_at_ < options_.lease_lifetime() / 2)
+        lease_size_ = std::min<std::uint32_t>(options_.max_lease(), lease_size_ * 2);
+    }
+    const auto want = std::clamp<std::uint64_t>(std::max<std::uint64_t>(lease_size_, waiting_.size()), 1,
+                                                options_.max_lease());
+    std::string now_us;
+    if (options_.clock_from() == time_source::local)
+      now_us = std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count());
+    std::vector<std::string> args{"EVALSHA",
+                                  script_sha_,
+                                  "2",
+                                  bucket_key_,
+                                  replicas_key_,
+                                  std::to_string(interval_us_),
+                                  std::to_string(options_.burst()),
+                                  std::to_string(want),
+                                  std::move(now_us),
+                                  replica_id_,
+                                  std::to_string(replica_window_us)};
+    send(std::move(args), now, true);
+  }
+
+  void send(std::vector<std::string> args, time_point now, bool first) {
+    auto again = first ? args : std::vector<std::string>{};
+    connection_.async_command(std::move(args), [self = shared_from_this(), now, first,
+                                                again = std::move(again)](error_code ec, reply r) mutable {
+      // Redis restarted, or never ran the script: EVAL loads it (once).
+      if (!ec && first && r.is_error() && r.text.rfind("NOSCRIPT", 0) == 0 && !self->shut_.load()) {
+        again[0] = "EVAL";
+        again[1] = gcra_script;
+        self->send(std::move(again), now, false);
+        return;
+      }
+      self->on_reply(ec, r, now);
+    });
+  }
+
+  void on_reply(error_code ec, const reply& r, time_point now) {
+    in_flight_ = false;
+    round_trips_.fetch_add(1, std::memory_order_relaxed);
+    std::int64_t granted = 0, wait_us = 0, replicas = 0;
+    if (!ec) {
+      if (r.type == reply::kind::array && r.elements.size() == 3 && r.elements[0].type == reply::kind::integer &&
+          r.elements[1].type == reply::kind::integer && r.elements[2].type == reply::kind::integer) {
+        granted = r.elements[0].integer;
+        wait_us = r.elements[1].integer;
+        replicas = r.elements[2].integer;
+      } else {
+        ec = protocol_error();  // an error reply (OOM, READONLY, a cluster redirect...) or a foreign script
+      }
+    }
+    auto waiters = std::move(waiting_);
+    waiting_.clear();
+    if (shut_.load(std::memory_order_acquire)) {
+      for (auto& w : waiters) w({permit_decision::kind::rejected, fail_closed_retry_after});
+      return;
+    }
+    if (ec) {
+      failed_round_trips_.fetch_add(1, std::memory_order_relaxed);
+      report({limiter_event::kind::round_trip_failed, ec, duration::zero(), replicas_.load()});
+      fall_back(ec);
+      for (auto& w : waiters) w(try_take(now));
+      return;
+    }
+    replicas_.store(static_cast<std::uint32_t>(std::clamp<std::int64_t>(replicas, 0, 65536)),
+                    std::memory_order_relaxed);
+    leased_total_.fetch_add(static_cast<std::uint64_t>(granted), std::memory_order_relaxed);
+    had_lease_ = granted > 0;
+    lease_granted_at_ = now;
+    // Permits of an expired lease are gone: the new lease replaces them.
+    leased_.store(granted, std::memory_order_relaxed);
+    lease_expires_.store(saturating_add(now, options_.lease_lifetime()).time_since_epoch().count(),
+                         std::memory_order_release);
+    const duration retry_after = std::chrono::microseconds(std::max<std::int64_t>(wait_us, 1));
+    for (auto& w : waiters) {
+      permit_decision d = try_take(now);
+      if (d.what == permit_decision::kind::ask_redis && granted == 0) d = {permit_decision::kind::rejected, retry_after};
+      w(d);
+    }
+  }
+
+  // Opens the breaker: the fallback decides until the probe reaches Redis.
+  void fall_back(error_code why) {
+    if (falling_back_.load(std::memory_order_relaxed)) return;
+    if (options_.fallback() == fallback_mode::local_share) {
+      const std::uint32_t known = replicas_.load(std::memory_order_relaxed);
+      const std::uint32_t replicas = known ? known : options_.replicas_hint();
+      // This replica's share: tokens per (per × replicas), a burst of burst / replicas.
+      auto share = std::make_unique<resilience::detail::rate_limiter_core>(resilience::rate_limiter_options{}.token_bucket(
+          options_.tokens(), options_.per() * replicas, std::max<std::uint32_t>(1, options_.burst() / replicas)));
+      std::lock_guard lock(share_mutex_);
+      share_ = std::move(share);
+    }
+    leased_.store(0, std::memory_order_relaxed);
+    fallbacks_.fetch_add(1, std::memory_order_relaxed);
+    falling_back_.store(true, std::memory_order_release);
+    report({limiter_event::kind::fell_back, why, duration::zero(), replicas_.load()});
+    asio::co_spawn(executor_, probe(shared_from_this()),
+                   asio::bind_cancellation_slot(probe_cancel_.slot(), asio::detached));
+  }
+
+  static asio::awaitable<error_code> ping(std::shared_ptr<limiter_impl> self) {
+    // Not a braced list here: GCC 12 cannot keep its array in a coroutine frame.
+    auto answer = co_await self->connection_.async_command(ping_command(), asio::as_tuple(asio::use_awaitable));
+    if (!std::get<0>(answer) && std::get<1>(answer).is_error()) co_return protocol_error();
+    co_return std::get<0>(answer);
+  }
+
+  static asio::awaitable<void> probe(std::shared_ptr<limiter_impl> self) {
+    const auto policy = retry_policy{}
+                            .max_attempts(unlimited_attempts)
+                            .backoff(backoff::exponential(50ms, 2.0, 500ms).with_jitter(jitter::full));
+    // Named, not a temporary of the co_await expression: GCC 12 destroys such
+    // a temporary twice when it owns something (here a shared_ptr).
+    auto attempt = [self] { return ping(self); };
+    auto retried = co_retry(attempt, policy);
+    const error_code ec = co_await std::move(retried);
+    if (ec || self->shut_.load(std::memory_order_acquire)) co_return;  // cancelled: the limiter is gone
+    self->resume();
+  }
+
+  void resume() {
+    leased_.store(0, std::memory_order_relaxed);
+    lease_expires_.store(0, std::memory_order_relaxed);
+    had_lease_ = false;
+    falling_back_.store(false, std::memory_order_release);
+    report({limiter_event::kind::resumed, {}, duration::zero(), replicas_.load()});
+  }
+
+  asio::any_io_executor executor_;
+  connection connection_;
+  const rate_limiter_options options_;
+  const std::string bucket_key_;
+  const std::string replicas_key_;
+  const std::string replica_id_;
+  const std::string script_sha_;
+  const std::int64_t interval_us_;
+
+  // On the executor.
+  bool in_flight_ = false;
+  std::vector<std::function<void(permit_decision)>> waiting_;
+  std::uint32_t lease_size_ = 1;
+  bool had_lease_ = false;
+  time_point lease_granted_at_{};
+  asio::cancellation_signal probe_cancel_;
+
+  std::mutex share_mutex_;
+  std::unique_ptr<resilience::detail::rate_limiter_core> share_;
+
+  std::atomic<bool> shut_{false};
+  std::atomic<std::uint32_t> replicas_;
+  std::atomic<std::uint64_t> admitted_by_fallback_{0}, rejected_{0}, round_trips_{0}, failed_round_trips_{0},
+      fallbacks_{0}, leased_total_{0};
+};
+
+}  // namespace
+
+std::shared_ptr<limiter_core> limiter_core::make(asio::any_io_executor ex, connection_options c,
+                                                 rate_limiter_options o) {
+  if (o.key().empty()) throw std::invalid_argument("redis::rate_limiter: the options name no key");
+  return std::make_shared<limiter_impl>(std::move(ex), std::move(c), std::move(o));
+}
+
+}  // namespace detail
+}  // namespace resilience::redis

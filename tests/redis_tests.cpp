@@ -1,0 +1,378 @@
+// resilience/redis/rate_limiter.hpp and connection.hpp, against a real
+// redis-server started by each test.
+#include <resilience/redis/rate_limiter.hpp>
+#include <resilience/testing/manual_clock.hpp>
+
+#include "support/redis_server.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <optional>
+#include <vector>
+
+namespace asio = boost::asio;
+namespace redis = resilience::redis;
+using namespace std::chrono_literals;
+using resilience::error_code;
+using resilience::test::redis_server;
+using resilience::test::run_until;
+
+namespace {
+
+asio::awaitable<error_code> succeed() { co_return error_code{}; }
+
+// Starts one call through `limiter`; its result lands in the returned slot.
+template <class Limiter>
+std::shared_ptr<std::optional<error_code>> start_call(asio::io_context& io, const Limiter& limiter) {
+  auto result = std::make_shared<std::optional<error_code>>();
+  asio::co_spawn(io, limiter([] { return succeed(); }), [result](std::exception_ptr e, error_code ec) {
+    BOOST_TEST(!e);
+    *result = ec;
+  });
+  return result;
+}
+
+template <class Limiter>
+error_code call(asio::io_context& io, const Limiter& limiter) {
+  auto r = start_call(io, limiter);
+  run_until(io, [&] { return r->has_value(); });
+  return **r;
+}
+
+redis::connection_options at(const redis_server& s) { return redis::connection_options{}.unix_socket(s.socket()); }
+
+struct events {
+  std::vector<redis::limiter_event> seen;
+  std::function<void(const redis::limiter_event&)> sink() {
+    return [this](const redis::limiter_event& e) { seen.push_back(e); };
+  }
+  std::size_t count(redis::limiter_event::kind k) const {
+    return static_cast<std::size_t>(std::count_if(seen.begin(), seen.end(), [k](auto& e) { return e.what == k; }));
+  }
+};
+
+redis::reply command(asio::io_context& io, redis::connection& c, std::vector<std::string> args) {
+  std::optional<std::tuple<error_code, redis::reply>> out;
+  c.async_command(std::move(args), [&](error_code ec, redis::reply r) { out.emplace(ec, std::move(r)); });
+  run_until(io, [&] { return out.has_value(); });
+  BOOST_TEST_REQUIRE(!std::get<0>(*out), std::get<0>(*out).message());
+  return std::get<1>(*out);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(redis_connection)
+
+BOOST_AUTO_TEST_CASE(options_refuse_bad_values_where_they_enter) {
+  BOOST_CHECK_THROW(redis::connection_options{}.tcp("", 6379), std::invalid_argument);
+  BOOST_CHECK_THROW(redis::connection_options{}.tcp("h", 0), std::invalid_argument);
+  BOOST_CHECK_THROW(redis::connection_options{}.unix_socket(""), std::invalid_argument);
+  BOOST_CHECK_THROW(redis::connection_options{}.command_timeout(0ms), std::invalid_argument);
+  BOOST_CHECK_THROW(redis::connection_options{}.connect_timeout(-1ms), std::invalid_argument);
+  BOOST_CHECK_THROW(redis::connection_options{}.database(-1), std::invalid_argument);
+  BOOST_CHECK_THROW(redis::connection_options{}.user("", "pw"), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(a_command_gets_its_reply_and_a_stopped_server_an_error) {
+  redis_server server;
+  asio::io_context io;
+  redis::connection c{io.get_executor(), at(server)};
+  auto pong = command(io, c, {"PING"});
+  BOOST_TEST((pong.type == redis::reply::kind::status));
+  BOOST_TEST(pong.text == "PONG");
+  BOOST_TEST(c.connected());
+  auto arr = command(io, c, {"EVAL", "return {1, 'two', {3}}", "0"});
+  BOOST_TEST_REQUIRE(arr.elements.size() == 3u);
+  BOOST_TEST(arr.elements[0].integer == 1);
+  BOOST_TEST(arr.elements[1].text == "two");
+  BOOST_TEST(arr.elements[2].elements[0].integer == 3);
+  BOOST_TEST(command(io, c, {"NOSUCHCOMMAND"}).is_error());
+
+  server.kill();
+  std::optional<error_code> failed;
+  c.async_command({"PING"}, [&](error_code ec, redis::reply) { failed = ec; });
+  run_until(io, [&] { return failed.has_value(); });
+  BOOST_TEST(failed->failed());
+  // And back, on the next command after it returns.
+  server.start();
+  std::optional<error_code> again;
+  c.async_command({"PING"}, [&](error_code ec, redis::reply) { again = ec; });
+  run_until(io, [&] { return again.has_value(); });
+  BOOST_TEST(!*again, again->message());
+}
+
+BOOST_AUTO_TEST_CASE(a_paused_server_times_the_command_out_and_the_late_reply_is_dropped) {
+  redis_server server;
+  asio::io_context io;
+  redis::connection c{io.get_executor(), at(server).command_timeout(30ms)};
+  command(io, c, {"PING"});
+  server.pause();
+  std::optional<error_code> late;
+  c.async_command({"PING"}, [&](error_code ec, redis::reply) { late = ec; });
+  run_until(io, [&] { return late.has_value(); });
+  BOOST_TEST((*late == resilience::error::timeout));
+  server.resume();
+  // The late PONG arrives first and belongs to nobody; the next reply is ours.
+  BOOST_TEST(command(io, c, {"ECHO", "mine"}).text == "mine");
+}
+
+BOOST_AUTO_TEST_CASE(auth_is_sent_on_connect_and_a_wrong_password_is_an_error) {
+  redis_server server{{"--requirepass", "sesame"}};
+  asio::io_context io;
+  redis::connection good{io.get_executor(), at(server).password("sesame")};
+  BOOST_TEST(command(io, good, {"PING"}).text == "PONG");
+  redis::connection bad{io.get_executor(), at(server).password("wrong")};
+  std::optional<error_code> refused;
+  bad.async_command({"PING"}, [&](error_code ec, redis::reply) { refused = ec; });
+  run_until(io, [&] { return refused.has_value(); });
+  BOOST_TEST(refused->failed());
+}
+
+BOOST_AUTO_TEST_CASE(cancelling_a_command_ends_it_at_once_and_destroying_the_context_frees_the_rest) {
+  redis_server server;
+  auto io = std::make_unique<asio::io_context>();
+  redis::connection c{io->get_executor(), at(server).command_timeout(10s)};
+  command(*io, c, {"PING"});
+  server.pause();
+  asio::cancellation_signal cancel;
+  std::optional<error_code> ended;
+  c.async_command({"PING"}, asio::bind_cancellation_slot(cancel.slot(), [&](error_code ec, redis::reply) { ended = ec; }));
+  io->poll();
+  cancel.emit(asio::cancellation_type::terminal);
+  run_until(*io, [&] { return ended.has_value(); });
+  BOOST_TEST((*ended == asio::error::operation_aborted));
+  // One more in flight, then the connection and the context go: nothing leaks
+  // (AddressSanitizer's leak check) and nothing runs after.
+  bool ran = false;
+  c.async_command({"PING"}, [&](error_code, redis::reply) { ran = true; });
+  io->poll();
+  server.resume();
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(redis_rate_limiter)
+
+BOOST_AUTO_TEST_CASE(options_refuse_bad_values_where_they_enter) {
+  redis::rate_limiter_options o;
+  BOOST_CHECK_THROW(o.key(""), std::invalid_argument);
+  BOOST_CHECK_THROW(o.key("a{b}"), std::invalid_argument);
+  BOOST_CHECK_THROW(o.key(std::string(201, 'k')), std::invalid_argument);
+  BOOST_CHECK_THROW(o.token_bucket(0, 1s), std::invalid_argument);
+  BOOST_CHECK_THROW(o.token_bucket(10, 0s), std::invalid_argument);
+  BOOST_CHECK_THROW(o.token_bucket(2'000'000, 1s), std::invalid_argument);  // two a microsecond
+  BOOST_CHECK_THROW(o.token_bucket(10, 1s, 0), std::invalid_argument);
+  BOOST_CHECK_THROW(o.token_bucket(10, 1s, 5).max_lease(6), std::invalid_argument);
+  BOOST_CHECK_THROW(o.max_lease(0), std::invalid_argument);
+  BOOST_CHECK_THROW(o.max_wait(-1ms), std::invalid_argument);
+  BOOST_CHECK_THROW(o.lease_lifetime(0ms), std::invalid_argument);
+  BOOST_CHECK_THROW(o.replicas_hint(0), std::invalid_argument);
+  BOOST_CHECK_THROW(o.fallback(static_cast<redis::fallback_mode>(9)), std::invalid_argument);
+  asio::io_context io;
+  BOOST_CHECK_THROW(redis::rate_limiter(io.get_executor(), {}, o), std::invalid_argument);  // no key
+  BOOST_TEST(o.token_bucket(100, 1s, 50).max_lease() == 5u);  // a tenth of the burst
+  BOOST_TEST(o.token_bucket(100, 1s, 5).max_lease() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_new_key_starts_full_and_the_burst_then_the_rate_hold_on_virtual_time) {
+  redis_server server;
+  asio::io_context io;
+  resilience::testing::manual_clock clock;
+  events ev;
+  redis::basic_rate_limiter<resilience::testing::manual_clock> limiter{
+      io.get_executor(), at(server),
+      redis::rate_limiter_options{}.key("burst").token_bucket(10, 1s, 5).max_lease(1)
+          .clock_from(redis::time_source::local).on_event(ev.sink()),
+      clock};
+  for (int i = 0; i < 5; ++i) BOOST_TEST(!call(io, limiter), "call " << i);
+  BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
+  BOOST_TEST_REQUIRE(ev.count(redis::limiter_event::kind::rejected) == 1u);
+  BOOST_TEST((ev.seen.back().retry_after == 100ms));  // one token every 100 ms
+  clock.advance(99ms);
+  BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
+  clock.advance(1ms);
+  BOOST_TEST(!call(io, limiter));
+  BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
+  clock.advance(1s);  // 10 tokens, but the bucket holds 5
+  int admitted = 0;
+  for (int i = 0; i < 8; ++i) admitted += !call(io, limiter);
+  BOOST_TEST(admitted == 5);
+  BOOST_TEST(limiter.stats().admitted == 11u);
+  BOOST_TEST(!limiter.falling_back());
+
+  // The key expires once the bucket would be full again: nothing is left behind.
+  redis::connection probe{io.get_executor(), at(server)};
+  const auto ttl = command(io, probe, {"PTTL", "rl:{burst}"});
+  BOOST_TEST(ttl.integer > 0);
+  BOOST_TEST(ttl.integer <= 1001);
+}
+
+BOOST_AUTO_TEST_CASE(a_waiting_call_sleeps_until_redis_says_and_asks_again) {
+  redis_server server;
+  asio::io_context io;
+  resilience::testing::manual_clock clock;
+  redis::basic_rate_limiter<resilience::testing::manual_clock> limiter{
+      io.get_executor(), at(server),
+      redis::rate_limiter_options{}.key("wait").token_bucket(10, 1s, 1).max_wait(150ms)
+          .clock_from(redis::time_source::local),
+      clock};
+  BOOST_TEST(!call(io, limiter));
+  auto waiting = start_call(io, limiter);
+  run_until(io, [&] { return clock.pending() == 1u; });  // Redis said 100 ms: it sleeps
+  BOOST_TEST(!waiting->has_value());
+  clock.advance(100ms);
+  run_until(io, [&] { return waiting->has_value(); });
+  BOOST_TEST(!**waiting);
+  // A replica that waits at most 50 ms is turned away at once: Redis says 100.
+  redis::basic_rate_limiter<resilience::testing::manual_clock> impatient{
+      io.get_executor(), at(server),
+      limiter.options().max_wait(50ms), clock};
+  BOOST_TEST((call(io, impatient) == resilience::error::rate_limited));
+  BOOST_TEST(clock.pending() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(replicas_share_one_bucket_on_redis_time_whatever_their_clocks_say) {
+  redis_server server;
+  asio::io_context io;
+  resilience::testing::manual_clock early, late;
+  late.advance(std::chrono::hours(5));  // skewed by five hours: Redis's TIME decides
+  const auto options = redis::rate_limiter_options{}.key("shared").token_bucket(1, std::chrono::hours(1), 6).max_lease(2);
+  redis::basic_rate_limiter<resilience::testing::manual_clock> a{io.get_executor(), at(server), options, early};
+  redis::basic_rate_limiter<resilience::testing::manual_clock> b{io.get_executor(), at(server), options, late};
+  int admitted = 0;
+  for (int i = 0; i < 10; ++i) admitted += !call(io, (i % 2) ? a : b);
+  BOOST_TEST(admitted == 6);
+  BOOST_TEST(a.stats().replicas == 2u);
+  BOOST_TEST(b.stats().admitted + a.stats().admitted == 6u);
+}
+
+BOOST_AUTO_TEST_CASE(leases_make_one_round_trip_per_many_calls) {
+  redis_server server;
+  asio::io_context io;
+  redis::rate_limiter limiter{io.get_executor(), at(server),
+                              redis::rate_limiter_options{}.key("lease").token_bucket(1000, 1s, 1000).max_lease(50)
+                                  .lease_lifetime(10s)};
+  for (int i = 0; i < 1000; ++i) BOOST_TEST_REQUIRE(!call(io, limiter));
+  const auto s = limiter.stats();
+  BOOST_TEST(s.admitted == 1000u);
+  // 1, 2, 4, ... 32, then 50 at a time: 6 + 19 round trips, a few more if a lease outran its half-life.
+  BOOST_TEST(s.round_trips <= 40u, s.round_trips);
+  BOOST_TEST(s.leased >= 1000u);
+  BOOST_TEST(s.leased <= 1050u);
+}
+
+BOOST_AUTO_TEST_CASE(redis_killed_falls_back_to_the_local_share_and_comes_back_when_it_returns) {
+  redis_server server;
+  asio::io_context io;
+  events ev;
+  redis::rate_limiter limiter{io.get_executor(), at(server),
+                              redis::rate_limiter_options{}.key("killed").token_bucket(100, 1s, 100).max_lease(1)
+                                  .replicas_hint(4).on_event(ev.sink())};
+  BOOST_TEST(!call(io, limiter));
+  server.kill();
+  // The share is 25 a second with a burst of 25 (Redis saw one replica, so
+  // its count wins over the hint: the whole quota, 100).
+  int admitted = 0;
+  for (int i = 0; i < 150; ++i) admitted += !call(io, limiter);
+  BOOST_TEST(limiter.falling_back());
+  BOOST_TEST(ev.count(redis::limiter_event::kind::fell_back) == 1u);
+  BOOST_TEST(admitted >= 100);
+  BOOST_TEST(admitted <= 110);  // the burst, plus what 100 a second refills while the loop runs
+  BOOST_TEST(limiter.stats().admitted_by_fallback == static_cast<std::uint64_t>(admitted));
+
+  server.start();
+  run_until(io, [&] { return ev.count(redis::limiter_event::kind::resumed) == 1u; });
+  BOOST_TEST(!limiter.falling_back());
+  const auto before = limiter.stats();
+  call(io, limiter);
+  BOOST_TEST(limiter.stats().round_trips == before.round_trips + 1);
+  BOOST_TEST(limiter.stats().failed_round_trips == before.failed_round_trips);
+}
+
+BOOST_AUTO_TEST_CASE(the_share_before_redis_was_ever_reached_is_the_quota_over_the_hint) {
+  redis_server server;
+  server.kill();
+  asio::io_context io;
+  redis::rate_limiter limiter{io.get_executor(), at(server),
+                              redis::rate_limiter_options{}.key("hint").token_bucket(100, 1s, 100).replicas_hint(4)};
+  int admitted = 0;
+  for (int i = 0; i < 40; ++i) admitted += !call(io, limiter);
+  BOOST_TEST(admitted >= 25);
+  BOOST_TEST(admitted <= 28);
+}
+
+BOOST_AUTO_TEST_CASE(a_slow_redis_is_a_bounded_wait_then_the_fallback) {
+  redis_server server;
+  asio::io_context io;
+  events ev;
+  redis::rate_limiter limiter{io.get_executor(), at(server).command_timeout(40ms),
+                              redis::rate_limiter_options{}.key("slow").token_bucket(100, 1s).max_lease(1)
+                                  .fallback(redis::fallback_mode::fail_open).on_event(ev.sink())};
+  BOOST_TEST(!call(io, limiter));
+  // DEBUG SLEEP from another client holds Redis for a second; our round trip
+  // queues behind it and times out.
+  redis::connection other{io.get_executor(), at(server).command_timeout(5s)};
+  std::optional<error_code> slept;
+  other.async_command({"DEBUG", "SLEEP", "1"}, [&](error_code ec, redis::reply) { slept = ec; });
+  asio::steady_timer settle{io, 50ms};  // let the DEBUG SLEEP reach Redis first (ordering, not timing)
+  bool settled = false;
+  settle.async_wait([&](error_code) { settled = true; });
+  run_until(io, [&] { return settled; });
+  BOOST_TEST(!call(io, limiter));  // admitted by fail_open after the 40 ms bound
+  BOOST_TEST_REQUIRE(ev.count(redis::limiter_event::kind::fell_back) == 1u);
+  const auto it = std::find_if(ev.seen.begin(), ev.seen.end(),
+                               [](auto& e) { return e.what == redis::limiter_event::kind::fell_back; });
+  BOOST_TEST((it->error == resilience::error::timeout));
+  BOOST_TEST(limiter.stats().admitted_by_fallback == 1u);
+  run_until(io, [&] { return slept.has_value() && ev.count(redis::limiter_event::kind::resumed) == 1u; });
+}
+
+BOOST_AUTO_TEST_CASE(fail_closed_turns_every_call_away_while_redis_is_down) {
+  redis_server server;
+  server.kill();
+  asio::io_context io;
+  events ev;
+  redis::rate_limiter limiter{io.get_executor(), at(server),
+                              redis::rate_limiter_options{}.key("closed").fallback(redis::fallback_mode::fail_closed)
+                                  .on_event(ev.sink())};
+  for (int i = 0; i < 5; ++i) BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
+  BOOST_TEST(ev.count(redis::limiter_event::kind::fell_back) == 1u);
+  BOOST_TEST(ev.count(redis::limiter_event::kind::round_trip_failed) == 1u);
+  BOOST_TEST(limiter.stats().rejected == 5u);
+}
+
+BOOST_AUTO_TEST_CASE(a_script_flushed_from_redis_is_loaded_again) {
+  redis_server server;
+  asio::io_context io;
+  redis::rate_limiter limiter{io.get_executor(), at(server),
+                              redis::rate_limiter_options{}.key("flush").token_bucket(100, 1s).max_lease(1)};
+  BOOST_TEST(!call(io, limiter));
+  redis::connection admin{io.get_executor(), at(server)};
+  command(io, admin, {"SCRIPT", "FLUSH"});
+  BOOST_TEST(!call(io, limiter));
+  BOOST_TEST(limiter.stats().failed_round_trips == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(the_limiter_and_its_context_go_with_a_round_trip_and_a_probe_in_flight) {
+  redis_server server;
+  auto io = std::make_unique<asio::io_context>();
+  {
+    redis::rate_limiter limiter{io->get_executor(), at(server).command_timeout(5s),
+                                redis::rate_limiter_options{}.key("gone").max_lease(1)};
+    BOOST_TEST(!call(*io, limiter));
+    server.pause();
+    auto pending = start_call(*io, limiter);  // its round trip waits on a paused Redis
+    io->poll();
+    BOOST_TEST(!pending->has_value());
+  }
+  io.reset();  // frees the waiting call's frame; AddressSanitizer checks for leaks
+  server.resume();
+}
+
+BOOST_AUTO_TEST_SUITE_END()
