@@ -1,5 +1,6 @@
 // resilience/redis/rate_limiter.hpp and connection.hpp, against a real
 // redis-server started by each test.
+#include <resilience/redis/limiter_meter.hpp>
 #include <resilience/redis/rate_limiter.hpp>
 #include <resilience/testing/manual_clock.hpp>
 
@@ -345,6 +346,28 @@ BOOST_AUTO_TEST_CASE(fail_closed_turns_every_call_away_while_redis_is_down) {
   BOOST_TEST(ev.count(redis::limiter_event::kind::fell_back) == 1u);
   BOOST_TEST(ev.count(redis::limiter_event::kind::round_trip_failed) == 1u);
   BOOST_TEST(limiter.stats().rejected == 5u);
+}
+
+BOOST_AUTO_TEST_CASE(the_meter_counts_events_and_shows_the_fallback_as_a_gauge) {
+  redis_server server;
+  server.kill();
+  asio::io_context io;
+  resilience::metrics telemetry;
+  redis::rate_limiter limiter{io.get_executor(), at(server),
+                              redis::rate_limiter_options{}.key("metered").fallback(redis::fallback_mode::fail_closed)
+                                  .on_event(redis::limiter_meter(telemetry, "mail"))};
+  for (int i = 0; i < 3; ++i) BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
+  auto events = [&](const char* name) {
+    return telemetry.counter("resilience.fleet_limiter.events", {{"limiter.name", "mail"}, {"event.name", name}}).value();
+  };
+  BOOST_TEST(events("on_fell_back") == 1u);
+  BOOST_TEST(events("on_round_trip_failed") == 1u);
+  BOOST_TEST(events("on_rejected") == 3u);
+  BOOST_TEST(events("on_resumed") == 0u);
+  BOOST_TEST(telemetry.gauge("resilience.fleet_limiter.fallback", {{"limiter.name", "mail"}}).value() == 1);
+  server.start();
+  run_until(io, [&] { return events("on_resumed") == 1u; });
+  BOOST_TEST(telemetry.gauge("resilience.fleet_limiter.fallback", {{"limiter.name", "mail"}}).value() == 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_script_flushed_from_redis_is_loaded_again) {

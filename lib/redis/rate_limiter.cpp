@@ -424,3 +424,30 @@ std::shared_ptr<limiter_core> limiter_core::make(asio::any_io_executor ex, conne
 
 }  // namespace detail
 }  // namespace resilience::redis
+
+#include <resilience/redis/limiter_meter.hpp>
+
+namespace resilience::redis {
+namespace {
+resilience::metric_counter_ref event_counter(resilience::metrics& registry, std::string_view limiter,
+                                             const char* event) {
+  return registry.counter("resilience.fleet_limiter.events",
+                          {{"limiter.name", std::string(limiter)}, {"event.name", event}},
+                          "Events of a fleet-wide rate limiter on Redis");
+}
+}  // namespace
+
+limiter_meter::limiter_meter(resilience::metrics& registry, std::string_view limiter_name)
+    : events_{event_counter(registry, limiter_name, "on_fell_back"), event_counter(registry, limiter_name, "on_resumed"),
+              event_counter(registry, limiter_name, "on_round_trip_failed"),
+              event_counter(registry, limiter_name, "on_rejected")},
+      fallback_(registry.gauge("resilience.fleet_limiter.fallback", {{"limiter.name", std::string(limiter_name)}},
+                               "1 while a fleet-wide rate limiter decides without Redis")) {}
+
+void limiter_meter::operator()(const limiter_event& e) const noexcept {
+  events_[static_cast<std::size_t>(e.what)].add();
+  if (e.what == limiter_event::kind::fell_back) fallback_.set(1);
+  if (e.what == limiter_event::kind::resumed) fallback_.set(0);
+}
+
+}  // namespace resilience::redis

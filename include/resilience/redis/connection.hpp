@@ -64,7 +64,9 @@ struct reply {
 
 class connection_options {
  public:
-  // 127.0.0.1:6379 by default. host non-empty, port 1 to 65535.
+  // 127.0.0.1:6379 by default. host non-empty, port 1 to 65535. hiredis
+  // resolves a host name with a blocking getaddrinfo on each connect: give
+  // an address (or a Unix socket) where the executor's thread must not block.
   connection_options tcp(std::string host, std::uint16_t port) const;
   // A Unix socket path instead of TCP (non-empty).
   connection_options unix_socket(std::string path) const;
