@@ -11,10 +11,13 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <optional>
+#include <thread>
 #include <vector>
 
 namespace asio = boost::asio;
@@ -44,6 +47,20 @@ error_code call(asio::io_context& io, const Limiter& limiter) {
   auto r = start_call(io, limiter);
   run_until(io, [&] { return r->has_value(); });
   return **r;
+}
+
+// Calls (the calls drive the breaker's probe) until `done()`.
+template <class Limiter>
+void call_until(asio::io_context& io, const Limiter& limiter, const std::function<bool()>& done) {
+  run_until(io, [&] {
+    if (done()) return true;
+    call(io, limiter);
+    asio::steady_timer pause{io, 5ms};
+    bool paused = false;
+    pause.async_wait([&](error_code) { paused = true; });
+    run_until(io, [&] { return paused; });
+    return done();
+  });
 }
 
 redis::connection_options at(const redis_server& s) { return redis::connection_options{}.unix_socket(s.socket()); }
@@ -253,6 +270,29 @@ BOOST_AUTO_TEST_CASE(replicas_share_one_bucket_on_redis_time_whatever_their_cloc
   BOOST_TEST(b.stats().admitted + a.stats().admitted == 6u);
 }
 
+BOOST_AUTO_TEST_CASE(callers_on_two_threads_share_the_lease_and_never_overdraw_it) {
+  redis_server server;
+  asio::io_context io{2};
+  auto strand = asio::make_strand(io);
+  redis::rate_limiter limiter{strand, at(server),
+                              redis::rate_limiter_options{}.key("threads").token_bucket(1, std::chrono::hours(1), 500)
+                                  .max_lease(20).lease_lifetime(10s)};
+  std::atomic<int> admitted{0}, refused{0};
+  auto caller = [&]() -> asio::awaitable<void> {
+    for (int i = 0; i < 200; ++i) {
+      const error_code ec = co_await limiter([] { return succeed(); });
+      (ec ? refused : admitted).fetch_add(1);
+    }
+  };
+  for (int c = 0; c < 4; ++c) asio::co_spawn(io, caller(), asio::detached);  // on the io_context, not the strand
+  std::thread other{[&] { io.run(); }};
+  io.run();
+  other.join();
+  BOOST_TEST(admitted.load() == 500);  // the burst, exactly: a slow rate adds nothing in the meantime
+  BOOST_TEST(refused.load() == 300);
+  BOOST_TEST(limiter.stats().admitted == 500u);
+}
+
 BOOST_AUTO_TEST_CASE(leases_make_one_round_trip_per_many_calls) {
   redis_server server;
   asio::io_context io;
@@ -288,7 +328,7 @@ BOOST_AUTO_TEST_CASE(redis_killed_falls_back_to_the_local_share_and_comes_back_w
   BOOST_TEST(limiter.stats().admitted_by_fallback == static_cast<std::uint64_t>(admitted));
 
   server.start();
-  run_until(io, [&] { return ev.count(redis::limiter_event::kind::resumed) == 1u; });
+  call_until(io, limiter, [&] { return ev.count(redis::limiter_event::kind::resumed) == 1u; });
   BOOST_TEST(!limiter.falling_back());
   const auto before = limiter.stats();
   call(io, limiter);
@@ -331,7 +371,7 @@ BOOST_AUTO_TEST_CASE(a_slow_redis_is_a_bounded_wait_then_the_fallback) {
                                [](auto& e) { return e.what == redis::limiter_event::kind::fell_back; });
   BOOST_TEST((it->error == resilience::error::timeout));
   BOOST_TEST(limiter.stats().admitted_by_fallback == 1u);
-  run_until(io, [&] { return slept.has_value() && ev.count(redis::limiter_event::kind::resumed) == 1u; });
+  call_until(io, limiter, [&] { return slept.has_value() && ev.count(redis::limiter_event::kind::resumed) == 1u; });
 }
 
 BOOST_AUTO_TEST_CASE(fail_closed_turns_every_call_away_while_redis_is_down) {
@@ -366,7 +406,7 @@ BOOST_AUTO_TEST_CASE(the_meter_counts_events_and_shows_the_fallback_as_a_gauge) 
   BOOST_TEST(events("on_resumed") == 0u);
   BOOST_TEST(telemetry.gauge("resilience.fleet_limiter.fallback", {{"limiter.name", "mail"}}).value() == 1);
   server.start();
-  run_until(io, [&] { return events("on_resumed") == 1u; });
+  call_until(io, limiter, [&] { return events("on_resumed") == 1u; });
   BOOST_TEST(telemetry.gauge("resilience.fleet_limiter.fallback", {{"limiter.name", "mail"}}).value() == 0);
 }
 

@@ -139,6 +139,7 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     if (context_ == nullptr) connect();
     if (context_ == nullptr) return;  // connect() failed every pending command
     send(id, args);
+    if (want_read_) arm(true);  // idle, the read wait was let go
   }
 
   void complete(std::uint64_t id, error_code ec, reply r) {
@@ -146,6 +147,10 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     if (it == pending_.end()) return;  // already ended (timed out, cancelled)
     auto done = std::move(it->second.done);
     pending_.erase(it);  // the timer's destructor cancels its wait
+    // Idle and connected: no wait of ours keeps the io_context running (a
+    // program whose work is done returns from run()). A reply that comes
+    // late, or Redis going away, is read with the next command.
+    if (pending_.empty() && ready_ && socket_) socket_->cancel();
     done(ec, std::move(r));
   }
 
@@ -300,8 +305,11 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   void want(bool read, bool on) {
     (read ? want_read_ : want_write_) = on;
-    if (on) arm(read);
+    if (on && (!read || busy())) arm(read);
   }
+
+  // Connecting, or a command of ours waits for its reply.
+  bool busy() const noexcept { return !ready_ || !pending_.empty(); }
 
   void arm(bool read) {
     bool& waiting = read ? read_waiting_ : write_waiting_;
@@ -315,15 +323,18 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
 
   void on_ready(bool read, std::uint64_t gen, error_code ec) {
     (read ? read_waiting_ : write_waiting_) = false;
-    if (ec || gen != generation_ || context_ == nullptr) return;
-    if (read ? want_read_ : want_write_) {
+    if (gen != generation_ || context_ == nullptr) return;
+    // Cancelled by complete() going idle: armed again below if a command came
+    // meanwhile (its arm() saw this wait still pending).
+    if (ec && ec != asio::error::operation_aborted) return;
+    if (!ec && (read ? want_read_ : want_write_)) {
       if (read)
         redisAsyncHandleRead(context_);
       else
         redisAsyncHandleWrite(context_);
     }
     // The context may be gone (freed by hiredis on an error or EOF).
-    if (gen == generation_ && context_ != nullptr && (read ? want_read_ : want_write_)) arm(read);
+    if (gen == generation_ && context_ != nullptr && (read ? want_read_ : want_write_) && (!read || busy())) arm(read);
   }
 
   asio::any_io_executor executor_;

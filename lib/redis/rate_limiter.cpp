@@ -3,13 +3,10 @@
 // that falls back when Redis fails, and the probe that brings it back.
 #include <resilience/redis/rate_limiter.hpp>
 
+#include <resilience/backoff.hpp>
 #include <resilience/rate_limiter.hpp>
-#include <resilience/retry.hpp>
 
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/cancellation_signal.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/system/errc.hpp>
 
 #include <openssl/sha.h>
@@ -207,12 +204,12 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
 
   void shutdown() noexcept override {
     shut_.store(true, std::memory_order_release);
-    probe_cancel_.emit(asio::cancellation_type::all);
     connection_.close();
   }
 
  protected:
   permit_decision fallback_take(time_point now) noexcept override {
+    maybe_probe();
     switch (options_.fallback()) {
       case fallback_mode::fail_open:
         break;
@@ -356,28 +353,54 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
     fallbacks_.fetch_add(1, std::memory_order_relaxed);
     falling_back_.store(true, std::memory_order_release);
     report({limiter_event::kind::fell_back, why, duration::zero(), replicas_.load()});
-    asio::co_spawn(executor_, probe(shared_from_this()),
-                   asio::bind_cancellation_slot(probe_cancel_.slot(), asio::detached));
+    probe_attempt_ = 0;
+    next_probe_at_.store(steady_ticks() + to_ticks(probe_delay()), std::memory_order_relaxed);
   }
 
-  static asio::awaitable<error_code> ping(std::shared_ptr<limiter_impl> self) {
-    // Not a braced list here: GCC 12 cannot keep its array in a coroutine frame.
-    auto answer = co_await self->connection_.async_command(ping_command(), asio::as_tuple(asio::use_awaitable));
-    if (!std::get<0>(answer) && std::get<1>(answer).is_error()) co_return protocol_error();
-    co_return std::get<0>(answer);
+  // The breaker's half-open step, started by a call that finds a probe due
+  // (the calls' own traffic drives it: an idle limiter holds no timer, so it
+  // never keeps io_context::run() from returning). One PING at a time.
+  void maybe_probe() noexcept {
+    if (steady_ticks() < next_probe_at_.load(std::memory_order_relaxed)) return;
+    bool idle = false;
+    if (!probing_.compare_exchange_strong(idle, true, std::memory_order_acq_rel)) return;
+    try {
+      asio::post(executor_, [self = shared_from_this()] { self->probe(); });
+    } catch (...) {
+      probing_.store(false, std::memory_order_release);
+    }
   }
 
-  static asio::awaitable<void> probe(std::shared_ptr<limiter_impl> self) {
-    const auto policy = retry_policy{}
-                            .max_attempts(unlimited_attempts)
-                            .backoff(backoff::exponential(50ms, 2.0, 500ms).with_jitter(jitter::full));
-    // Named, not a temporary of the co_await expression: GCC 12 destroys such
-    // a temporary twice when it owns something (here a shared_ptr).
-    auto attempt = [self] { return ping(self); };
-    auto retried = co_retry(attempt, policy);
-    const error_code ec = co_await std::move(retried);
-    if (ec || self->shut_.load(std::memory_order_acquire)) co_return;  // cancelled: the limiter is gone
-    self->resume();
+  void probe() {
+    if (shut_.load(std::memory_order_acquire)) return;
+    connection_.async_command(ping_command(), [self = shared_from_this()](error_code ec, reply r) {
+      if (!ec && r.is_error()) ec = protocol_error();
+      if (self->shut_.load(std::memory_order_acquire)) return;
+      if (!ec) {
+        self->resume();
+      } else {
+        self->failed_round_trips_.fetch_add(1, std::memory_order_relaxed);
+        ++self->probe_attempt_;
+        self->next_probe_at_.store(steady_ticks() + to_ticks(self->probe_delay()), std::memory_order_relaxed);
+      }
+      self->probing_.store(false, std::memory_order_release);
+    });
+  }
+
+  // Full jitter over 50 ms, 100, 200, 400, then 500 ms: replicas that lost
+  // Redis together do not come back together.
+  duration probe_delay() {
+    const duration nominal = probe_backoff().nominal(probe_attempt_ + 1);
+    std::uniform_int_distribution<duration::rep> draw(0, nominal.count());
+    return duration(draw(jitter_));
+  }
+  static const backoff& probe_backoff() {
+    static const backoff schedule = backoff::exponential(50ms, 2.0, 500ms);
+    return schedule;
+  }
+  static std::int64_t steady_ticks() noexcept { return std::chrono::steady_clock::now().time_since_epoch().count(); }
+  static std::int64_t to_ticks(duration d) noexcept {
+    return std::chrono::duration_cast<std::chrono::steady_clock::duration>(d).count();
   }
 
   void resume() {
@@ -403,12 +426,15 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
   std::uint32_t lease_size_ = 1;
   bool had_lease_ = false;
   time_point lease_granted_at_{};
-  asio::cancellation_signal probe_cancel_;
+  std::uint32_t probe_attempt_ = 0;
+  std::minstd_rand jitter_{std::random_device{}()};
 
   std::mutex share_mutex_;
   std::unique_ptr<resilience::detail::rate_limiter_core> share_;
 
   std::atomic<bool> shut_{false};
+  std::atomic<bool> probing_{false};
+  std::atomic<std::int64_t> next_probe_at_{0};  // steady_clock ticks
   std::atomic<std::uint32_t> replicas_;
   std::atomic<std::uint64_t> admitted_by_fallback_{0}, rejected_{0}, round_trips_{0}, failed_round_trips_{0},
       fallbacks_{0}, leased_total_{0};

@@ -32,11 +32,14 @@
 // Redis slow or down is a failure mode, not an outage. Each round trip is
 // bounded (connection_options::command_timeout, 100 ms by default). The
 // first one that fails (timeout, connection lost or refused, an error
-// reply) opens the limiter's breaker: it falls back, reports fell_back, and
-// probes Redis in the background (PING, with jittered exponential backoff
-// from 50 ms to 500 ms, by co_retry) until it answers; then it reports
-// resumed and goes back to the shared quota. While it falls back, calls
-// make no round trip and are decided by fallback():
+// reply) opens the limiter's breaker: it falls back and reports fell_back.
+// Then a call that finds a probe due sends one PING (in the background: the
+// call itself is decided by the fallback), after 50 ms, 100, 200, 400, then
+// every 500 ms, each with full jitter; when Redis answers, the limiter
+// reports resumed and goes back to the shared quota. The calls drive the
+// probe, so an idle limiter holds no timer and never keeps
+// io_context::run() from returning (nor does its idle connection). While it
+// falls back, calls make no round trip and are decided by fallback():
 //   - local_share (the default): a local token bucket at this replica's
 //     share of the quota, rate / replicas, where replicas is the number of
 //     replicas Redis saw using the key in the last 10 s (replicas_hint()
