@@ -312,9 +312,12 @@ BOOST_AUTO_TEST_CASE(redis_killed_falls_back_to_the_local_share_and_comes_back_w
   redis_server server;
   asio::io_context io;
   events ev;
-  redis::rate_limiter limiter{io.get_executor(), at(server),
-                              redis::rate_limiter_options{}.key("killed").token_bucket(100, 1s, 100).max_lease(1)
-                                  .replicas_hint(4).on_event(ev.sink())};
+  resilience::testing::manual_clock clock;  // the local share's time stands still: its count is exact
+  redis::basic_rate_limiter<resilience::testing::manual_clock> limiter{
+      io.get_executor(), at(server),
+      redis::rate_limiter_options{}.key("killed").token_bucket(100, 1s, 100).max_lease(1).replicas_hint(4)
+          .on_event(ev.sink()),
+      clock};
   BOOST_TEST(!call(io, limiter));
   server.kill();
   // The share is 25 a second with a burst of 25 (Redis saw one replica, so
@@ -323,9 +326,12 @@ BOOST_AUTO_TEST_CASE(redis_killed_falls_back_to_the_local_share_and_comes_back_w
   for (int i = 0; i < 150; ++i) admitted += !call(io, limiter);
   BOOST_TEST(limiter.falling_back());
   BOOST_TEST(ev.count(redis::limiter_event::kind::fell_back) == 1u);
-  BOOST_TEST(admitted >= 100);
-  BOOST_TEST(admitted <= 110);  // the burst, plus what 100 a second refills while the loop runs
-  BOOST_TEST(limiter.stats().admitted_by_fallback == static_cast<std::uint64_t>(admitted));
+  BOOST_TEST(admitted == 100);  // the burst
+  clock.advance(100ms);
+  int refilled = 0;
+  for (int i = 0; i < 20; ++i) refilled += !call(io, limiter);
+  BOOST_TEST(refilled == 10);  // 100 a second
+  BOOST_TEST(limiter.stats().admitted_by_fallback == static_cast<std::uint64_t>(admitted + refilled));
 
   server.start();
   call_until(io, limiter, [&] { return ev.count(redis::limiter_event::kind::resumed) == 1u; });
@@ -340,12 +346,17 @@ BOOST_AUTO_TEST_CASE(the_share_before_redis_was_ever_reached_is_the_quota_over_t
   redis_server server;
   server.kill();
   asio::io_context io;
-  redis::rate_limiter limiter{io.get_executor(), at(server),
-                              redis::rate_limiter_options{}.key("hint").token_bucket(100, 1s, 100).replicas_hint(4)};
+  resilience::testing::manual_clock clock;
+  redis::basic_rate_limiter<resilience::testing::manual_clock> limiter{
+      io.get_executor(), at(server), redis::rate_limiter_options{}.key("hint").token_bucket(100, 1s, 100).replicas_hint(4),
+      clock};
   int admitted = 0;
   for (int i = 0; i < 40; ++i) admitted += !call(io, limiter);
-  BOOST_TEST(admitted >= 25);
-  BOOST_TEST(admitted <= 28);
+  BOOST_TEST(admitted == 25);  // a quarter of the burst
+  clock.advance(1s);
+  admitted = 0;
+  for (int i = 0; i < 40; ++i) admitted += !call(io, limiter);
+  BOOST_TEST(admitted == 25);  // a quarter of the rate
 }
 
 BOOST_AUTO_TEST_CASE(a_slow_redis_is_a_bounded_wait_then_the_fallback) {
