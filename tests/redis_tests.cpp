@@ -212,9 +212,12 @@ BOOST_AUTO_TEST_CASE(a_new_key_starts_full_and_the_burst_then_the_rate_hold_on_v
   BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
   BOOST_TEST_REQUIRE(ev.count(redis::limiter_event::kind::rejected) == 1u);
   BOOST_TEST((ev.seen.back().retry_after == 100ms));  // one token every 100 ms
+  BOOST_TEST((limiter.time_until_permit() == 100ms));
   clock.advance(99ms);
   BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
+  BOOST_TEST((limiter.time_until_permit() == 1ms));
   clock.advance(1ms);
+  BOOST_TEST((limiter.time_until_permit() == 0ms));
   BOOST_TEST(!call(io, limiter));
   BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
   clock.advance(1s);  // 10 tokens, but the bucket holds 5

@@ -208,6 +208,19 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
   }
 
  protected:
+  duration fallback_time_until_permit(time_point now) const noexcept override {
+    switch (options_.fallback()) {
+      case fallback_mode::fail_open:
+        return duration::zero();
+      case fallback_mode::fail_closed:
+        return fail_closed_retry_after;
+      case fallback_mode::local_share:
+        break;
+    }
+    std::lock_guard lock(share_mutex_);
+    return share_ ? share_->time_until_permit(now) : fail_closed_retry_after;
+  }
+
   permit_decision fallback_take(time_point now) noexcept override {
     maybe_probe();
     switch (options_.fallback()) {
@@ -330,6 +343,8 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
     lease_expires_.store(saturating_add(now, options_.lease_lifetime()).time_since_epoch().count(),
                          std::memory_order_release);
     const duration retry_after = std::chrono::microseconds(std::max<std::int64_t>(wait_us, 1));
+    if (granted == 0)
+      permit_expected_at_.store(saturating_add(now, retry_after).time_since_epoch().count(), std::memory_order_relaxed);
     for (auto& w : waiters) {
       permit_decision d = try_take(now);
       if (d.what == permit_decision::kind::ask_redis && granted == 0) d = {permit_decision::kind::rejected, retry_after};
@@ -429,7 +444,7 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
   std::uint32_t probe_attempt_ = 0;
   std::minstd_rand jitter_{std::random_device{}()};
 
-  std::mutex share_mutex_;
+  mutable std::mutex share_mutex_;
   std::unique_ptr<resilience::detail::rate_limiter_core> share_;
 
   std::atomic<bool> shut_{false};

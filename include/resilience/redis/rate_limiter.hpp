@@ -211,16 +211,28 @@ class limiter_core {
   virtual void reject(duration retry_after) noexcept = 0;
   virtual limiter_stats stats() const noexcept = 0;
   bool falling_back() const noexcept { return falling_back_.load(std::memory_order_acquire); }
+  // Zero while the lease holds a permit; else the time Redis last said the
+  // next permit would come (or the fallback's figure).
+  duration time_until_permit(time_point now) const noexcept {
+    if (falling_back()) return fallback_time_until_permit(now);
+    const auto ticks = now.time_since_epoch().count();
+    if (ticks < lease_expires_.load(std::memory_order_acquire) && leased_.load(std::memory_order_relaxed) > 0)
+      return duration::zero();
+    const auto at = permit_expected_at_.load(std::memory_order_relaxed);
+    return at > ticks ? duration(at - ticks) : duration::zero();
+  }
   virtual const rate_limiter_options& options() const noexcept = 0;
   // Cancels the probe and closes the connection (from ~basic_rate_limiter).
   virtual void shutdown() noexcept = 0;
 
  protected:
   virtual permit_decision fallback_take(time_point now) noexcept = 0;
+  virtual duration fallback_time_until_permit(time_point now) const noexcept = 0;
 
   std::atomic<bool> falling_back_{false};
   alignas(64) std::atomic<std::int64_t> leased_{0};
-  std::atomic<std::int64_t> lease_expires_{0};  // the clock's ticks
+  std::atomic<std::int64_t> lease_expires_{0};        // the clock's ticks
+  std::atomic<std::int64_t> permit_expected_at_{0};  // the clock's ticks, from Redis's last refusal
   alignas(64) std::atomic<std::uint64_t> admitted_{0};
 };
 
@@ -293,6 +305,10 @@ class basic_rate_limiter {
     return run(std::move(op), parent);
   }
 
+  // Until a permit is expected for a call arriving now: zero while the
+  // lease holds one; else what Redis last said (or the fallback's figure).
+  // For rate_limit_delay(limiter, next) and a 429's Retry-After.
+  duration time_until_permit() const noexcept { return core_->time_until_permit(clock_.now()); }
   limiter_stats stats() const noexcept { return core_->stats(); }
   // The breaker is open: calls are decided by the fallback.
   bool falling_back() const noexcept { return core_->falling_back(); }
