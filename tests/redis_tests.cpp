@@ -213,6 +213,10 @@ BOOST_AUTO_TEST_CASE(a_new_key_starts_full_and_the_burst_then_the_rate_hold_on_v
   BOOST_TEST_REQUIRE(ev.count(redis::limiter_event::kind::rejected) == 1u);
   BOOST_TEST((ev.seen.back().retry_after == 100ms));  // one token every 100 ms
   BOOST_TEST((limiter.time_until_permit() == 100ms));
+  // Redis said when: until then a call is turned away without asking again.
+  const auto asked = limiter.stats().round_trips;
+  BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
+  BOOST_TEST(limiter.stats().round_trips == asked);
   clock.advance(99ms);
   BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
   BOOST_TEST((limiter.time_until_permit() == 1ms));
@@ -225,6 +229,7 @@ BOOST_AUTO_TEST_CASE(a_new_key_starts_full_and_the_burst_then_the_rate_hold_on_v
   for (int i = 0; i < 8; ++i) admitted += !call(io, limiter);
   BOOST_TEST(admitted == 5);
   BOOST_TEST(limiter.stats().admitted == 11u);
+  BOOST_TEST(limiter.stats().rejected == 7u);
   BOOST_TEST(!limiter.falling_back());
 
   // The key expires once the bucket would be full again: nothing is left behind.

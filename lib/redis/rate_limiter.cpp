@@ -340,6 +340,7 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
     lease_granted_at_ = now;
     // Permits of an expired lease are gone: the new lease replaces them.
     leased_.store(granted, std::memory_order_relaxed);
+    if (granted > 0) permit_expected_at_.store(0, std::memory_order_relaxed);
     lease_expires_.store(saturating_add(now, options_.lease_lifetime()).time_since_epoch().count(),
                          std::memory_order_release);
     const duration retry_after = std::chrono::microseconds(std::max<std::int64_t>(wait_us, 1));
@@ -394,7 +395,6 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
       if (!ec) {
         self->resume();
       } else {
-        self->failed_round_trips_.fetch_add(1, std::memory_order_relaxed);
         ++self->probe_attempt_;
         self->next_probe_at_.store(steady_ticks() + to_ticks(self->probe_delay()), std::memory_order_relaxed);
       }
@@ -421,6 +421,7 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
   void resume() {
     leased_.store(0, std::memory_order_relaxed);
     lease_expires_.store(0, std::memory_order_relaxed);
+    permit_expected_at_.store(0, std::memory_order_relaxed);
     had_lease_ = false;
     falling_back_.store(false, std::memory_order_release);
     report({limiter_event::kind::resumed, {}, duration::zero(), replicas_.load()});

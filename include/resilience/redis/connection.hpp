@@ -122,12 +122,12 @@ class connection {
   template <class Token>
   auto async_command(std::vector<std::string> args, Token&& token) {
     return boost::asio::async_initiate<Token, void(error_code, reply)>(
-        [impl = impl_](auto handler, std::vector<std::string> args) {
+        [impl = impl_](auto handler, std::vector<std::string> command) {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
           auto ex = boost::asio::get_associated_executor(handler, impl_executor(impl));
           // The handler runs on its own executor, never inside hiredis.
           detail::start_command(
-              impl, std::move(args),
+              impl, std::move(command),
               [h = std::make_shared<decltype(handler)>(std::move(handler)), ex, slot](error_code ec, reply r) mutable {
                 boost::asio::post(ex, [h, slot, ec, r = std::move(r)]() mutable {
                   if (slot.is_connected()) slot.clear();  // on the handler's executor, as Asio asks

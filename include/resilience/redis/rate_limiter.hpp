@@ -21,7 +21,11 @@
 // time the fleet admits at most rate × span + burst + replicas ×
 // max_lease(), because a leased permit is spent at most lease_lifetime()
 // after Redis granted it; permits that expire unspent are lost to the quota
-// (the fleet admits less, never more).
+// (the fleet admits less, never more). A Redis that restarts empty (or fails
+// over to a replica behind it) starts the bucket full again: one more burst.
+// A replica that Redis turned away asks again only when Redis said the next
+// permit comes, so a fleet over its quota makes at most one round trip per
+// replica per permit, not one per call it turns away.
 //
 // No permit. With max_wait() zero (the default) the call ends at once with
 // error::rate_limited, without calling the op; the rejection event carries
@@ -91,7 +95,7 @@ struct limiter_event {
   enum class kind : std::uint8_t {
     fell_back,          // a round trip failed: calls are decided by the fallback
     resumed,            // Redis answered again: back to the shared quota
-    round_trip_failed,  // a round trip failed (every one, the first included)
+    round_trip_failed,  // a script's round trip failed (then the breaker opens; its PINGs report nothing)
     rejected,           // a call was turned away (rate_limited)
   };
   kind what;
@@ -104,8 +108,8 @@ struct limiter_stats {
   std::uint64_t admitted = 0;              // calls admitted, by the shared quota or the fallback
   std::uint64_t admitted_by_fallback = 0;  // of which by the fallback
   std::uint64_t rejected = 0;
-  std::uint64_t round_trips = 0;  // scripts run (a NOSCRIPT reload counts once)
-  std::uint64_t failed_round_trips = 0;
+  std::uint64_t round_trips = 0;         // scripts run (a NOSCRIPT reload counts once)
+  std::uint64_t failed_round_trips = 0;  // of which failed (the breaker's PINGs are not counted)
   std::uint64_t fallbacks = 0;   // times the breaker opened
   std::uint64_t leased = 0;      // permits Redis granted
   std::uint32_t replicas = 0;    // as Redis last said
@@ -199,6 +203,12 @@ class limiter_core {
           }
         }
       }
+      // Redis said when the next permit comes: until then, asking again
+      // would only cost it a script (a fleet over its quota would ask for
+      // every call it turns away).
+      const auto expected = permit_expected_at_.load(std::memory_order_relaxed);
+      const auto ticks = now.time_since_epoch().count();
+      if (ticks < expected) return {permit_decision::kind::rejected, duration(expected - ticks)};
       return {permit_decision::kind::ask_redis};
     }
     return fallback_take(now);
