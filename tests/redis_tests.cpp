@@ -152,6 +152,21 @@ BOOST_AUTO_TEST_CASE(auth_is_sent_on_connect_and_a_wrong_password_is_an_error) {
   BOOST_TEST(refused->failed());
 }
 
+BOOST_AUTO_TEST_CASE(a_command_of_no_words_is_refused_and_an_idle_connection_closed_by_redis_is_reopened) {
+  redis_server server;
+  asio::io_context io;
+  redis::connection c{io.get_executor(), at(server)};
+  std::optional<error_code> empty;
+  c.async_command({}, [&](error_code ec, redis::reply) { empty = ec; });
+  run_until(io, [&] { return empty.has_value(); });
+  BOOST_TEST((*empty == asio::error::invalid_argument));
+  command(io, c, {"CLIENT", "SETNAME", "victim"});
+  // Redis drops the idle connection (as its `timeout`, or a proxy, would).
+  redis::connection admin{io.get_executor(), at(server)};
+  command(io, admin, {"CLIENT", "KILL", "SKIPME", "yes", "TYPE", "normal"});
+  BOOST_TEST(command(io, c, {"PING"}).text == "PONG");  // no error: the EOF was read first
+}
+
 BOOST_AUTO_TEST_CASE(cancelling_a_command_ends_it_at_once_and_destroying_the_context_frees_the_rest) {
   redis_server server;
   auto io = std::make_unique<asio::io_context>();
@@ -236,7 +251,7 @@ BOOST_AUTO_TEST_CASE(a_new_key_starts_full_and_the_burst_then_the_rate_hold_on_v
   redis::connection probe{io.get_executor(), at(server)};
   const auto ttl = command(io, probe, {"PTTL", "rl:{burst}"});
   BOOST_TEST(ttl.integer > 0);
-  BOOST_TEST(ttl.integer <= 1001);
+  BOOST_TEST(ttl.integer <= 61001);  // on the caller's clock, a minute of margin
 }
 
 BOOST_AUTO_TEST_CASE(a_waiting_call_sleeps_until_redis_says_and_asks_again) {
@@ -344,9 +359,10 @@ BOOST_AUTO_TEST_CASE(redis_killed_falls_back_to_the_local_share_and_comes_back_w
   server.start();
   call_until(io, limiter, [&] { return ev.count(redis::limiter_event::kind::resumed) == 1u; });
   BOOST_TEST(!limiter.falling_back());
+  // The probe was the script itself: its permit is the first lease.
   const auto before = limiter.stats();
-  call(io, limiter);
-  BOOST_TEST(limiter.stats().round_trips == before.round_trips + 1);
+  BOOST_TEST(!call(io, limiter));
+  BOOST_TEST(limiter.stats().admitted_by_fallback == before.admitted_by_fallback);
   BOOST_TEST(limiter.stats().failed_round_trips == before.failed_round_trips);
 }
 
@@ -391,6 +407,44 @@ BOOST_AUTO_TEST_CASE(a_slow_redis_is_a_bounded_wait_then_the_fallback) {
   BOOST_TEST((it->error == resilience::error::timeout));
   BOOST_TEST(limiter.stats().admitted_by_fallback == 1u);
   call_until(io, limiter, [&] { return slept.has_value() && ev.count(redis::limiter_event::kind::resumed) == 1u; });
+}
+
+BOOST_AUTO_TEST_CASE(a_redis_that_answers_ping_but_refuses_the_script_keeps_the_breaker_open) {
+  redis_server server;
+  asio::io_context io;
+  redis::connection admin{io.get_executor(), at(server)};
+  command(io, admin, {"ACL", "SETUSER", "pinger", "on", ">pw", "+ping", "+client", "+auth"});
+  events ev;
+  resilience::testing::manual_clock clock;
+  redis::basic_rate_limiter<resilience::testing::manual_clock> limiter{
+      io.get_executor(), at(server).user("pinger", "pw"),
+      redis::rate_limiter_options{}.key("acl").token_bucket(100, 1s, 100).replicas_hint(4).on_event(ev.sink()),
+      clock};
+  // Probes for 300 ms of real time: each runs the script, which NOPERM refuses.
+  const auto until = std::chrono::steady_clock::now() + 300ms;
+  call_until(io, limiter, [&] { return std::chrono::steady_clock::now() > until; });
+  BOOST_TEST(ev.count(redis::limiter_event::kind::fell_back) == 1u);
+  BOOST_TEST(ev.count(redis::limiter_event::kind::resumed) == 0u);
+  BOOST_TEST(limiter.stats().admitted_by_fallback <= 25u);  // one share's burst, never a fresh one
+  // Allowed again: the next probe brings the shared quota back.
+  command(io, admin, {"ACL", "SETUSER", "pinger", "allcommands", "allkeys"});
+  call_until(io, limiter, [&] { return ev.count(redis::limiter_event::kind::resumed) == 1u; });
+}
+
+BOOST_AUTO_TEST_CASE(a_rate_that_does_not_divide_is_rounded_so_that_a_permit_never_comes_early) {
+  redis_server server;
+  asio::io_context io;
+  resilience::testing::manual_clock clock;
+  redis::basic_rate_limiter<resilience::testing::manual_clock> limiter{
+      io.get_executor(), at(server),
+      redis::rate_limiter_options{}.key("thirds").token_bucket(3, 1s, 1).clock_from(redis::time_source::local), clock};
+  BOOST_TEST(!call(io, limiter));
+  BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
+  BOOST_TEST((limiter.time_until_permit() == std::chrono::microseconds(333'334)));
+  clock.advance(std::chrono::microseconds(333'333));
+  BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
+  clock.advance(std::chrono::microseconds(1));
+  BOOST_TEST(!call(io, limiter));
 }
 
 BOOST_AUTO_TEST_CASE(fail_closed_turns_every_call_away_while_redis_is_down) {

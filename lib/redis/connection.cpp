@@ -14,6 +14,8 @@ extern "C" {
 
 #include <atomic>
 #include <csignal>
+
+#include <poll.h>
 #include <cstdint>
 #include <map>
 #include <stdexcept>
@@ -136,6 +138,17 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     p.timer->async_wait([self = shared_from_this(), id](error_code ec) {
       if (!ec) self->complete(id, resilience::error::timeout, {});
     });
+    if (args.empty()) {
+      complete(id, asio::error::invalid_argument, {});  // hiredis would assert on a command of no words
+      return;
+    }
+    // Idle, nothing watched the socket: Redis (or a proxy) may have closed
+    // it meanwhile. Read what is there first (an EOF frees the context), so
+    // that a command is not written to a dead connection.
+    if (context_ != nullptr && ready_ && !read_waiting_) {
+      pollfd p{context_->c.fd, POLLIN, 0};
+      if (::poll(&p, 1, 0) > 0) redisAsyncHandleRead(context_);
+    }
     if (context_ == nullptr) connect();
     if (context_ == nullptr) return;  // connect() failed every pending command
     send(id, args);
@@ -299,6 +312,9 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
     context_ = nullptr;
     ready_ = false;
     reason_ = {};
+    // The released socket's waits end with the old generation: the next
+    // connection's must not wait for them to clear these.
+    read_waiting_ = write_waiting_ = false;
     ++generation_;
     connect_timer_.cancel();
   }
@@ -322,8 +338,8 @@ class connection_impl : public std::enable_shared_from_this<connection_impl> {
   }
 
   void on_ready(bool read, std::uint64_t gen, error_code ec) {
+    if (gen != generation_ || context_ == nullptr) return;  // a released socket's wait
     (read ? read_waiting_ : write_waiting_) = false;
-    if (gen != generation_ || context_ == nullptr) return;
     // Cancelled by complete() going idle: armed again below if a command came
     // meanwhile (its arm() saw this wait still pending).
     if (ec && ec != asio::error::operation_aborted) return;

@@ -106,18 +106,25 @@ namespace {
 // (when it would be full again); KEYS[2]: the replicas seen, scored by when.
 // ARGV: interval us, burst, permits wanted, now in us ("" for Redis's TIME),
 // this replica's id, how long a replica counts after its last round trip
-// (us). Returns {granted, us until the next permit if none, replicas}.
-// Numbers are written with %.0f: Lua's own conversion would round them.
+// (us). Returns {granted, us until the next permit is free (0 if one is),
+// replicas}. Numbers are written with %.0f: Lua's own conversion would round
+// them. A bucket on the caller's clock keeps a minute of margin in its expiry
+// (that clock need not run at Redis's pace: a test's manual_clock).
+// replicate_commands lets the script write after TIME on Redis 3.2 to 4
+// (effects replication is the only kind from Redis 5 on).
 constexpr const char* gcra_script = R"lua(
+if redis.replicate_commands then redis.replicate_commands() end
 local interval = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
 local now
+local margin_ms = 0
 if ARGV[4] == '' then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 else
   now = tonumber(ARGV[4])
+  margin_ms = 60000
 end
 local tat = tonumber(redis.call('GET', KEYS[1]))
 if not tat or tat < now then tat = now end
@@ -125,13 +132,13 @@ local tau = (burst - 1) * interval
 local free = math.floor((now + tau - tat) / interval) + 1
 if free < 0 then free = 0 end
 local granted = math.min(want, free)
-local wait = 0
 if granted > 0 then
   tat = tat + granted * interval
-  redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', string.format('%.0f', math.ceil((tat - now) / 1000) + 1))
-else
-  wait = tat - tau - now
+  redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX',
+             string.format('%.0f', math.ceil((tat - now) / 1000) + 1 + margin_ms))
 end
+local wait = tat - tau - now
+if wait < 0 then wait = 0 end
 local window = tonumber(ARGV[6])
 redis.call('ZADD', KEYS[2], string.format('%.0f', now), ARGV[5])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('(%.0f', now - window))
@@ -158,8 +165,6 @@ std::string random_replica_id() {
 constexpr std::int64_t replica_window_us = 10'000'000;
 constexpr duration fail_closed_retry_after = 500ms;  // the probe's longest backoff
 
-std::vector<std::string> ping_command() { return {"PING"}; }
-
 error_code protocol_error() { return boost::system::errc::make_error_code(boost::system::errc::protocol_error); }
 
 class limiter_impl final : public limiter_core, public std::enable_shared_from_this<limiter_impl> {
@@ -172,7 +177,9 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
         replicas_key_(bucket_key_ + ":replicas"),
         replica_id_(random_replica_id()),
         script_sha_(sha1_hex(gcra_script)),
-        interval_us_(std::chrono::duration_cast<std::chrono::microseconds>(options_.per()).count() /
+        // Rounded up: a permit never comes early, the fleet never admits more than asked.
+        interval_us_((std::chrono::duration_cast<std::chrono::microseconds>(options_.per()).count() +
+                      options_.tokens() - 1) /
                      options_.tokens()),
         replicas_(0) {}
 
@@ -222,7 +229,7 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
   }
 
   permit_decision fallback_take(time_point now) noexcept override {
-    maybe_probe();
+    maybe_probe(now);
     switch (options_.fallback()) {
       case fallback_mode::fail_open:
         break;
@@ -253,7 +260,7 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
 
   // On the executor.
   void refill_here(time_point now, std::function<void(permit_decision)> done) {
-    if (shut_.load(std::memory_order_acquire)) return done({permit_decision::kind::rejected, fail_closed_retry_after});
+    if (shut_.load(std::memory_order_acquire)) return;  // the caller's frame goes with `done`, unresumed
     // A round trip may have come back (or the breaker opened) since the caller looked.
     const permit_decision d = try_take(now);
     if (d.what != permit_decision::kind::ask_redis) return done(d);
@@ -274,58 +281,89 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
     }
     const auto want = std::clamp<std::uint64_t>(std::max<std::uint64_t>(lease_size_, waiting_.size()), 1,
                                                 options_.max_lease());
+    send(script_command(want, now), now,
+         [self = shared_from_this(), now](error_code ec, const reply& r) { self->on_reply(ec, r, now); });
+  }
+
+  std::vector<std::string> script_command(std::uint64_t want, time_point now) const {
     std::string now_us;
     if (options_.clock_from() == time_source::local)
       now_us = std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count());
-    std::vector<std::string> args{"EVALSHA",
-                                  script_sha_,
-                                  "2",
-                                  bucket_key_,
-                                  replicas_key_,
-                                  std::to_string(interval_us_),
-                                  std::to_string(options_.burst()),
-                                  std::to_string(want),
-                                  std::move(now_us),
-                                  replica_id_,
-                                  std::to_string(replica_window_us)};
-    send(std::move(args), now, true);
+    return {"EVALSHA",
+            script_sha_,
+            "2",
+            bucket_key_,
+            replicas_key_,
+            std::to_string(interval_us_),
+            std::to_string(options_.burst()),
+            std::to_string(want),
+            std::move(now_us),
+            replica_id_,
+            std::to_string(replica_window_us)};
   }
 
-  void send(std::vector<std::string> args, time_point now, bool first) {
+  // Runs the script (EVALSHA; after a NOSCRIPT, EVAL, which loads it once:
+  // Redis restarted, or never ran it) and hands `done` its answer.
+  using script_done = std::function<void(error_code, const reply&)>;
+  void send(std::vector<std::string> args, time_point now, script_done done, bool first = true) {
     auto again = first ? args : std::vector<std::string>{};
-    connection_.async_command(std::move(args), [self = shared_from_this(), now, first,
-                                                again = std::move(again)](error_code ec, reply r) mutable {
-      // Redis restarted, or never ran the script: EVAL loads it (once).
+    connection_.async_command(std::move(args), [self = shared_from_this(), now, first, again = std::move(again),
+                                                done = std::move(done)](error_code ec, reply r) mutable {
       if (!ec && first && r.is_error() && r.text.rfind("NOSCRIPT", 0) == 0 && !self->shut_.load()) {
         again[0] = "EVAL";
         again[1] = gcra_script;
-        self->send(std::move(again), now, false);
+        self->send(std::move(again), now, std::move(done), false);
         return;
       }
-      self->on_reply(ec, r, now);
+      done(ec, r);
     });
+  }
+
+  struct grant {
+    std::int64_t granted = 0, wait_us = 0, replicas = 0;
+  };
+
+  // The script's answer, or why there is none.
+  static grant parse(const reply& r, error_code& ec) {
+    grant g;
+    if (ec) return g;
+    if (r.type == reply::kind::array && r.elements.size() == 3 && r.elements[0].type == reply::kind::integer &&
+        r.elements[1].type == reply::kind::integer && r.elements[2].type == reply::kind::integer) {
+      g.granted = r.elements[0].integer;
+      g.wait_us = r.elements[1].integer;
+      g.replicas = r.elements[2].integer;
+    } else {
+      ec = protocol_error();  // an error reply (OOM, READONLY, a cluster redirect...) or a foreign script
+    }
+    return g;
+  }
+
+  // A lease from Redis replaces what is left of the last one (expired
+  // permits are gone). Until the next permit Redis announced, a spent lease
+  // turns calls away without asking again.
+  void apply(const grant& g, time_point now) {
+    replicas_.store(static_cast<std::uint32_t>(std::clamp<std::int64_t>(g.replicas, 0, 65536)),
+                    std::memory_order_relaxed);
+    leased_total_.fetch_add(static_cast<std::uint64_t>(g.granted), std::memory_order_relaxed);
+    had_lease_ = g.granted > 0;
+    lease_granted_at_ = now;
+    leased_.store(g.granted, std::memory_order_relaxed);
+    permit_expected_at_.store(
+        g.wait_us > 0 ? saturating_add(now, std::chrono::microseconds(g.wait_us)).time_since_epoch().count() : 0,
+        std::memory_order_relaxed);
+    lease_expires_.store(saturating_add(now, options_.lease_lifetime()).time_since_epoch().count(),
+                         std::memory_order_release);
   }
 
   void on_reply(error_code ec, const reply& r, time_point now) {
     in_flight_ = false;
     round_trips_.fetch_add(1, std::memory_order_relaxed);
-    std::int64_t granted = 0, wait_us = 0, replicas = 0;
-    if (!ec) {
-      if (r.type == reply::kind::array && r.elements.size() == 3 && r.elements[0].type == reply::kind::integer &&
-          r.elements[1].type == reply::kind::integer && r.elements[2].type == reply::kind::integer) {
-        granted = r.elements[0].integer;
-        wait_us = r.elements[1].integer;
-        replicas = r.elements[2].integer;
-      } else {
-        ec = protocol_error();  // an error reply (OOM, READONLY, a cluster redirect...) or a foreign script
-      }
-    }
+    const grant g = parse(r, ec);
     auto waiters = std::move(waiting_);
     waiting_.clear();
-    if (shut_.load(std::memory_order_acquire)) {
-      for (auto& w : waiters) w({permit_decision::kind::rejected, fail_closed_retry_after});
-      return;
-    }
+    // Gone: the callers' frames are destroyed with their handlers, unresumed
+    // (resumed, they would read the limiter).
+    if (shut_.load(std::memory_order_acquire)) return;
     if (ec) {
       failed_round_trips_.fetch_add(1, std::memory_order_relaxed);
       report({limiter_event::kind::round_trip_failed, ec, duration::zero(), replicas_.load()});
@@ -333,24 +371,8 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
       for (auto& w : waiters) w(try_take(now));
       return;
     }
-    replicas_.store(static_cast<std::uint32_t>(std::clamp<std::int64_t>(replicas, 0, 65536)),
-                    std::memory_order_relaxed);
-    leased_total_.fetch_add(static_cast<std::uint64_t>(granted), std::memory_order_relaxed);
-    had_lease_ = granted > 0;
-    lease_granted_at_ = now;
-    // Permits of an expired lease are gone: the new lease replaces them.
-    leased_.store(granted, std::memory_order_relaxed);
-    if (granted > 0) permit_expected_at_.store(0, std::memory_order_relaxed);
-    lease_expires_.store(saturating_add(now, options_.lease_lifetime()).time_since_epoch().count(),
-                         std::memory_order_release);
-    const duration retry_after = std::chrono::microseconds(std::max<std::int64_t>(wait_us, 1));
-    if (granted == 0)
-      permit_expected_at_.store(saturating_add(now, retry_after).time_since_epoch().count(), std::memory_order_relaxed);
-    for (auto& w : waiters) {
-      permit_decision d = try_take(now);
-      if (d.what == permit_decision::kind::ask_redis && granted == 0) d = {permit_decision::kind::rejected, retry_after};
-      w(d);
-    }
+    apply(g, now);
+    for (auto& w : waiters) w(try_take(now));  // a permit, a refusal until the next one, or ask again
   }
 
   // Opens the breaker: the fallback decides until the probe reaches Redis.
@@ -359,9 +381,16 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
     if (options_.fallback() == fallback_mode::local_share) {
       const std::uint32_t known = replicas_.load(std::memory_order_relaxed);
       const std::uint32_t replicas = known ? known : options_.replicas_hint();
-      // This replica's share: tokens per (per × replicas), a burst of burst / replicas.
-      auto share = std::make_unique<resilience::detail::rate_limiter_core>(resilience::rate_limiter_options{}.token_bucket(
-          options_.tokens(), options_.per() * replicas, std::max<std::uint32_t>(1, options_.burst() / replicas)));
+      // This replica's share: tokens per (per × replicas), a burst of burst /
+      // replicas. A share the local limiter cannot express (per × replicas
+      // past its range) admits nothing: fail closed rather than throw here.
+      std::unique_ptr<resilience::detail::rate_limiter_core> share;
+      try {
+        if (options_.per() <= duration::max() / replicas)
+          share = std::make_unique<resilience::detail::rate_limiter_core>(resilience::rate_limiter_options{}.token_bucket(
+              options_.tokens(), options_.per() * replicas, std::max<std::uint32_t>(1, options_.burst() / replicas)));
+      } catch (const std::exception&) {
+      }
       std::lock_guard lock(share_mutex_);
       share_ = std::move(share);
     }
@@ -369,31 +398,36 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
     fallbacks_.fetch_add(1, std::memory_order_relaxed);
     falling_back_.store(true, std::memory_order_release);
     report({limiter_event::kind::fell_back, why, duration::zero(), replicas_.load()});
-    probe_attempt_ = 0;
+    // The backoff goes on from where the last probe left it: a Redis that
+    // answers once and fails again is probed less and less often.
     next_probe_at_.store(steady_ticks() + to_ticks(probe_delay()), std::memory_order_relaxed);
   }
 
   // The breaker's half-open step, started by a call that finds a probe due
   // (the calls' own traffic drives it: an idle limiter holds no timer, so it
   // never keeps io_context::run() from returning). One PING at a time.
-  void maybe_probe() noexcept {
+  void maybe_probe(time_point now) noexcept {
     if (steady_ticks() < next_probe_at_.load(std::memory_order_relaxed)) return;
     bool idle = false;
     if (!probing_.compare_exchange_strong(idle, true, std::memory_order_acq_rel)) return;
     try {
-      asio::post(executor_, [self = shared_from_this()] { self->probe(); });
+      asio::post(executor_, [self = shared_from_this(), now] { self->probe(now); });
     } catch (...) {
       probing_.store(false, std::memory_order_release);
     }
   }
 
-  void probe() {
+  // The script itself, for one permit: a Redis that answers PING but refuses
+  // the script (READONLY, OOM, MOVED, an ACL) keeps the breaker open.
+  void probe(time_point now) {
     if (shut_.load(std::memory_order_acquire)) return;
-    connection_.async_command(ping_command(), [self = shared_from_this()](error_code ec, reply r) {
-      if (!ec && r.is_error()) ec = protocol_error();
+    send(script_command(1, now), now, [self = shared_from_this(), now](error_code ec, const reply& r) {
       if (self->shut_.load(std::memory_order_acquire)) return;
+      const grant g = parse(r, ec);
       if (!ec) {
+        self->probe_attempt_ = 0;
         self->resume();
+        self->apply(g, now);
       } else {
         ++self->probe_attempt_;
         self->next_probe_at_.store(steady_ticks() + to_ticks(self->probe_delay()), std::memory_order_relaxed);

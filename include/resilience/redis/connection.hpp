@@ -2,7 +2,8 @@
 //
 //   resilience::redis::connection redis{io.get_executor(),
 //       resilience::redis::connection_options{}.tcp("127.0.0.1", 6379).password("secret")};
-//   auto [ec, pong] = co_await redis.async_command({"PING"}, boost::asio::as_tuple(boost::asio::use_awaitable));
+//   std::vector<std::string> ping{"PING"};  // not a braced list inside co_await: GCC 12 mishandles it
+//   auto [ec, pong] = co_await redis.async_command(std::move(ping), boost::asio::as_tuple(boost::asio::use_awaitable));
 //
 // hiredis's asynchronous client (Debian's libhiredis 0.14) does the protocol;
 // this class maps its read and write hooks onto the connection's executor.
@@ -14,10 +15,13 @@
 //
 // Every command completes exactly once, on its handler's executor, with:
 //   - the reply (an error reply is a reply: see redis::reply::is_error());
-//   - error::timeout if no reply came within command_timeout() (the reply, if
-//     it comes later, is dropped; the connection is kept);
-//   - connection_refused, not_connected, eof... when the connection could not
-//     be made or was lost (every command in flight ends with it);
+//   - error::timeout if no reply came within command_timeout(), connecting
+//     included (the reply, if it comes later, is dropped; the connection is
+//     kept);
+//   - not_connected when the connection could not be made, eof or
+//     connection_reset when it was lost (every command in flight ends with
+//     it), permission_denied when AUTH or SELECT was refused;
+//   - invalid_argument for a command of no words;
 //   - operation_aborted when the caller's cancellation slot fires or the
 //     connection is destroyed.
 //
@@ -27,8 +31,8 @@
 //
 // Threads: every hiredis call runs on the executor given at construction; on
 // a multi-threaded io_context make it a strand. Commands may be started from
-// any thread. Destroy the connection on that executor's thread, or when no
-// thread runs it.
+// any thread. Destroy (or close) the connection on that executor's thread,
+// or when no thread runs it, and before its io_context.
 #pragma once
 
 #include <resilience/clock.hpp>

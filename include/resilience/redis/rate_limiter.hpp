@@ -37,10 +37,12 @@
 // bounded (connection_options::command_timeout, 100 ms by default). The
 // first one that fails (timeout, connection lost or refused, an error
 // reply) opens the limiter's breaker: it falls back and reports fell_back.
-// Then a call that finds a probe due sends one PING (in the background: the
-// call itself is decided by the fallback), after 50 ms, 100, 200, 400, then
-// every 500 ms, each with full jitter; when Redis answers, the limiter
-// reports resumed and goes back to the shared quota. The calls drive the
+// Then a call that finds a probe due runs the script for one permit (in the
+// background: the call itself is decided by the fallback; a Redis that
+// answers PING but refuses the script stays open), after 50 ms, 100, 200,
+// 400, then every 500 ms, each with full jitter; when the script runs, the
+// limiter reports resumed and goes back to the shared quota (the probe's
+// permit is its first lease). The calls drive the
 // probe, so an idle limiter holds no timer and never keeps
 // io_context::run() from returning (nor does its idle connection). While it
 // falls back, calls make no round trip and are decided by fallback():
@@ -58,13 +60,17 @@
 // Time. The limiter's Clock times leases, waits and the local share; round
 // trips and reconnects wait on a real server and are timed by the steady
 // clock. time_source::local sends the Clock's time to the script in place of
-// Redis's TIME: for tests on a manual_clock, or replicas whose clocks agree.
+// Redis's TIME: for tests on a manual_clock (the key then keeps a minute of
+// margin in its expiry), or replicas whose Clock counts from one epoch (a
+// clock over the system clock, synchronised: never the steady clock, whose
+// epoch is each machine's boot).
 //
 // Threads: calls may come from any thread; the lease is a pair of atomics,
 // and a call that finds it spent asks Redis on the connection's executor
 // (a strand, on a multi-threaded io_context), one round trip at a time for
 // all callers. The limiter must outlive every call made through it; destroy
-// it before its io_context.
+// it before its io_context, on its executor's thread or when no thread runs
+// that io_context.
 #pragma once
 
 #include <resilience/clock.hpp>
@@ -95,7 +101,7 @@ struct limiter_event {
   enum class kind : std::uint8_t {
     fell_back,          // a round trip failed: calls are decided by the fallback
     resumed,            // Redis answered again: back to the shared quota
-    round_trip_failed,  // a script's round trip failed (then the breaker opens; its PINGs report nothing)
+    round_trip_failed,  // a caller's round trip failed (then the breaker opens; its probes report nothing)
     rejected,           // a call was turned away (rate_limited)
   };
   kind what;
@@ -108,8 +114,8 @@ struct limiter_stats {
   std::uint64_t admitted = 0;              // calls admitted, by the shared quota or the fallback
   std::uint64_t admitted_by_fallback = 0;  // of which by the fallback
   std::uint64_t rejected = 0;
-  std::uint64_t round_trips = 0;         // scripts run (a NOSCRIPT reload counts once)
-  std::uint64_t failed_round_trips = 0;  // of which failed (the breaker's PINGs are not counted)
+  std::uint64_t round_trips = 0;         // scripts run for callers (a NOSCRIPT reload counts once)
+  std::uint64_t failed_round_trips = 0;  // of which failed (the breaker's probes count in neither)
   std::uint64_t fallbacks = 0;   // times the breaker opened
   std::uint64_t leased = 0;      // permits Redis granted
   std::uint32_t replicas = 0;    // as Redis last said
@@ -266,9 +272,20 @@ boost::asio::awaitable<T, Executor> redis_limited_call(Op op, limiter_core* core
   for (;;) {
     const time_point now = clock->now();
     permit_decision d = core->try_take(now);
-    if (d.what == permit_decision::kind::ask_redis) d = co_await async_refill<Executor>(core, now);
+    if (d.what == permit_decision::kind::ask_redis) {
+      d = co_await async_refill<Executor>(core, now);
+      // The round trip is not cancelled (it ends within command_timeout);
+      // a caller cancelled meanwhile ends here, without a permit.
+      const auto state = co_await boost::asio::this_coro::cancellation_state;
+      if (state.cancelled() != boost::asio::cancellation_type::none)
+        co_return outcome<T>::from_error(boost::asio::error::operation_aborted).get();
+    }
     if (d.what == permit_decision::kind::admitted) break;
-    if (d.what == permit_decision::kind::ask_redis) continue;  // the lease went to callers ahead
+    if (d.what == permit_decision::kind::ask_redis) {
+      // The lease went to callers ahead: ask again, while there is time.
+      if (clock->now() < ctx.deadline) continue;
+      d.what = permit_decision::kind::rejected;
+    }
     const time_point at = saturating_add(clock->now(), d.retry_after);
     if (at > give_up || at >= ctx.deadline) {
       core->reject(d.retry_after);
@@ -291,8 +308,10 @@ boost::asio::awaitable<T, Executor> redis_limited_call(Op op, limiter_core* core
 template <resilience::clock Clock = steady_clock>
 class basic_rate_limiter {
  public:
-  // For pipeline(): no call waits for a permit past the context's deadline.
-  static constexpr bool respects_deadline = true;
+  // Not for pipeline()'s purposes: a call that asks Redis waits for the
+  // round trip (at most command_timeout) even past the context's deadline,
+  // so a deadline stage outside keeps its own timer.
+  static constexpr bool respects_deadline = false;
   using clock_type = Clock;
 
   // Connects to Redis on first use, on `ex` (a strand on a multi-threaded
