@@ -17,8 +17,8 @@
 // its own on a Unix socket in a temporary directory (no persistence), kills
 // it at A s and starts it again at B s (--outage, 8-12 by default): in
 // between, each limiter falls back to its local share (Q / replicas), then
-// resumes the shared quota once its probe (a PING its calls send on a
-// jittered schedule) reaches Redis again.
+// resumes the shared quota once its probe (the script for one permit, which
+// its calls send on a jittered schedule) runs on Redis again.
 // With a Redis of your own there is no outage.
 //
 // It prints a table, one row a second, then a summary, and exits 1 unless:
