@@ -31,6 +31,7 @@
 // The per-second totals are printed as measured; only the aggregate is judged.
 #include <resilience/error.hpp>
 #include <resilience/redis/rate_limiter.hpp>
+#include <resilience/testing/redis_server.hpp>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -61,11 +62,6 @@
 #include <utility>
 #include <vector>
 
-#include <fcntl.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 namespace asio = boost::asio;
@@ -84,107 +80,6 @@ double seconds_between(sclock::time_point from, sclock::time_point to) {
 
 std::atomic<bool> interrupted{false};
 extern "C" void on_signal(int) { interrupted.store(true); }
-
-// ---- a redis-server of the program's own -----------------------------------
-
-class redis_child {
- public:
-  redis_child() {
-    char tmpl[] = "/tmp/fleet-redis-XXXXXX";
-    if (const char* made = ::mkdtemp(tmpl)) dir_ = made;
-    socket_ = (dir_ / "redis.sock").string();
-    binary_ = find_in_path("redis-server");
-  }
-  ~redis_child() {
-    kill();
-    std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
-  }
-  redis_child(const redis_child&) = delete;
-  redis_child& operator=(const redis_child&) = delete;
-
-  const std::string& socket() const { return socket_; }
-  std::string log() const { return (dir_ / "redis.log").string(); }
-
-  // Starts it and waits until its socket accepts (at most 10 s).
-  bool start(std::string& why) {
-    if (dir_.empty()) return why = "could not make a temporary directory", false;
-    if (binary_.empty()) return why = "redis-server not found on PATH (Debian: redis-server; scripts/bootstrap installs it)", false;
-    // Everything the child needs is made before fork(): other threads run,
-    // so the child may only make async-signal-safe calls until exec.
-    std::vector<std::string> args{binary_, "--port", "0", "--unixsocket", socket_, "--unixsocketperm", "700",
-                                  "--save", "", "--appendonly", "no", "--dir", dir_.string(), "--logfile", log()};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const pid_t parent = ::getpid();
-    pid_ = ::fork();
-    if (pid_ < 0) return why = "fork failed", false;
-    if (pid_ == 0) {
-      // Killed with this thread (the main one, which outlives the run): a
-      // program killed midway leaves no server behind.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(1);
-      ::setpgid(0, 0);  // Ctrl-C reaches the program, which stops the server itself
-      const int null = ::open("/dev/null", O_RDWR);
-      ::dup2(null, 0);
-      ::dup2(null, 1);
-      ::dup2(null, 2);
-      ::close_range(3, ~0u, 0);  // no replica's descriptors in the server
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    const auto give_up = sclock::now() + 10s;
-    while (!accepts()) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return why = "redis-server exited at once; see " + log(), false;
-      }
-      if (sclock::now() > give_up) return why = "redis-server did not listen within 10 s", false;
-      ::usleep(2000);
-    }
-    return true;
-  }
-
-  // SIGKILL: no goodbye to the clients, as a crash.
-  void kill() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-    ::unlink(socket_.c_str());
-  }
-
- private:
-  static std::string find_in_path(const char* name) {
-    const char* path = std::getenv("PATH");
-    std::string_view rest = path ? path : "/usr/local/bin:/usr/bin:/bin";
-    while (!rest.empty()) {
-      const auto colon = rest.find(':');
-      const std::string dir(rest.substr(0, colon));
-      rest = colon == std::string_view::npos ? std::string_view{} : rest.substr(colon + 1);
-      const std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
-      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    }
-    return {};
-  }
-
-  bool accepts() const {
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    socket_.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
-    const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
-    ::close(fd);
-    return ok;
-  }
-
-  std::filesystem::path dir_;
-  std::string socket_;
-  std::string binary_;
-  pid_t pid_ = -1;
-};
 
 // ---- the replicas ------------------------------------------------------------
 
@@ -641,17 +536,17 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
 
-  std::optional<redis_child> child;
+  std::optional<resilience::testing::redis_server> child;
   redis::connection_options connection;
   std::string where;
   if (s.own_redis()) {
-    child.emplace();
-    std::string why;
-    if (!child->start(why)) {
-      fmt::print(stderr, "fleet: {}\n", why);
+    try {
+      child.emplace();
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "fleet: {}\n", e.what());
       return 1;
     }
-    connection = connection.unix_socket(child->socket());
+    connection = child->connection();
     where = fmt::format("a redis-server of its own on {}", child->socket());
   } else if (!s.socket.empty()) {
     connection = connection.unix_socket(s.socket);
@@ -713,11 +608,11 @@ int main(int argc, char** argv) {
       child->kill();
     }
     if (s.outage && tl.killed_at && !tl.back_at && !restart_failed && now >= back_at) {
-      std::string why;
-      if (child->start(why)) {
+      try {
+        child->start();
         tl.back_at = sclock::now();  // accepting connections
-      } else {
-        fmt::print(stderr, "fleet: could not start redis-server again: {}\n", why);
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "fleet: could not start redis-server again: {}\n", e.what());
         restart_failed = true;
       }
     }

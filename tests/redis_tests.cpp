@@ -3,8 +3,9 @@
 #include <resilience/redis/limiter_meter.hpp>
 #include <resilience/redis/rate_limiter.hpp>
 #include <resilience/testing/manual_clock.hpp>
+#include <resilience/testing/redis_server.hpp>
 
-#include "support/redis_server.hpp"
+#include "support.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -24,10 +25,15 @@ namespace asio = boost::asio;
 namespace redis = resilience::redis;
 using namespace std::chrono_literals;
 using resilience::error_code;
-using resilience::test::redis_server;
+using resilience::testing::redis_server;
 using resilience::test::run_until;
 
 namespace {
+
+// A limiter on the test's manual_clock; with local_time, its bucket runs on
+// that clock too (instead of Redis's TIME).
+using test_clock_limiter = redis::basic_rate_limiter<resilience::testing::manual_clock>;
+constexpr auto local_time = redis::time_source::local;
 
 asio::awaitable<error_code> succeed() { co_return error_code{}; }
 
@@ -62,8 +68,6 @@ void call_until(asio::io_context& io, const Limiter& limiter, const std::functio
     return done();
   });
 }
-
-redis::connection_options at(const redis_server& s) { return redis::connection_options{}.unix_socket(s.socket()); }
 
 struct events {
   std::vector<redis::limiter_event> seen;
@@ -100,7 +104,7 @@ BOOST_AUTO_TEST_CASE(options_refuse_bad_values_where_they_enter) {
 BOOST_AUTO_TEST_CASE(a_command_gets_its_reply_and_a_stopped_server_an_error) {
   redis_server server;
   asio::io_context io;
-  redis::connection c{io.get_executor(), at(server)};
+  redis::connection c{io.get_executor(), server.connection()};
   auto pong = command(io, c, {"PING"});
   BOOST_TEST((pong.type == redis::reply::kind::status));
   BOOST_TEST(pong.text == "PONG");
@@ -128,7 +132,7 @@ BOOST_AUTO_TEST_CASE(a_command_gets_its_reply_and_a_stopped_server_an_error) {
 BOOST_AUTO_TEST_CASE(a_paused_server_times_the_command_out_and_the_late_reply_is_dropped) {
   redis_server server;
   asio::io_context io;
-  redis::connection c{io.get_executor(), at(server).command_timeout(30ms)};
+  redis::connection c{io.get_executor(), server.connection().command_timeout(30ms)};
   command(io, c, {"PING"});
   server.pause();
   std::optional<error_code> late;
@@ -143,9 +147,9 @@ BOOST_AUTO_TEST_CASE(a_paused_server_times_the_command_out_and_the_late_reply_is
 BOOST_AUTO_TEST_CASE(auth_is_sent_on_connect_and_a_wrong_password_is_an_error) {
   redis_server server{{"--requirepass", "sesame"}};
   asio::io_context io;
-  redis::connection good{io.get_executor(), at(server).password("sesame")};
+  redis::connection good{io.get_executor(), server.connection().password("sesame")};
   BOOST_TEST(command(io, good, {"PING"}).text == "PONG");
-  redis::connection bad{io.get_executor(), at(server).password("wrong")};
+  redis::connection bad{io.get_executor(), server.connection().password("wrong")};
   std::optional<error_code> refused;
   bad.async_command({"PING"}, [&](error_code ec, redis::reply) { refused = ec; });
   run_until(io, [&] { return refused.has_value(); });
@@ -155,14 +159,14 @@ BOOST_AUTO_TEST_CASE(auth_is_sent_on_connect_and_a_wrong_password_is_an_error) {
 BOOST_AUTO_TEST_CASE(a_command_of_no_words_is_refused_and_an_idle_connection_closed_by_redis_is_reopened) {
   redis_server server;
   asio::io_context io;
-  redis::connection c{io.get_executor(), at(server)};
+  redis::connection c{io.get_executor(), server.connection()};
   std::optional<error_code> empty;
   c.async_command({}, [&](error_code ec, redis::reply) { empty = ec; });
   run_until(io, [&] { return empty.has_value(); });
   BOOST_TEST((*empty == asio::error::invalid_argument));
   command(io, c, {"CLIENT", "SETNAME", "victim"});
   // Redis drops the idle connection (as its `timeout`, or a proxy, would).
-  redis::connection admin{io.get_executor(), at(server)};
+  redis::connection admin{io.get_executor(), server.connection()};
   command(io, admin, {"CLIENT", "KILL", "SKIPME", "yes", "TYPE", "normal"});
   BOOST_TEST(command(io, c, {"PING"}).text == "PONG");  // no error: the EOF was read first
 }
@@ -170,7 +174,7 @@ BOOST_AUTO_TEST_CASE(a_command_of_no_words_is_refused_and_an_idle_connection_clo
 BOOST_AUTO_TEST_CASE(cancelling_a_command_ends_it_at_once_and_destroying_the_context_frees_the_rest) {
   redis_server server;
   auto io = std::make_unique<asio::io_context>();
-  redis::connection c{io->get_executor(), at(server).command_timeout(10s)};
+  redis::connection c{io->get_executor(), server.connection().command_timeout(10s)};
   command(*io, c, {"PING"});
   server.pause();
   asio::cancellation_signal cancel;
@@ -218,10 +222,10 @@ BOOST_AUTO_TEST_CASE(a_new_key_starts_full_and_the_burst_then_the_rate_hold_on_v
   asio::io_context io;
   resilience::testing::manual_clock clock;
   events ev;
-  redis::basic_rate_limiter<resilience::testing::manual_clock> limiter{
-      io.get_executor(), at(server),
+  test_clock_limiter limiter{
+      io.get_executor(), server.connection(),
       redis::rate_limiter_options{}.key("burst").token_bucket(10, 1s, 5).max_lease(1)
-          .clock_from(redis::time_source::local).on_event(ev.sink()),
+          .clock_from(local_time).on_event(ev.sink()),
       clock};
   for (int i = 0; i < 5; ++i) BOOST_TEST(!call(io, limiter), "call " << i);
   BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
@@ -248,7 +252,7 @@ BOOST_AUTO_TEST_CASE(a_new_key_starts_full_and_the_burst_then_the_rate_hold_on_v
   BOOST_TEST(!limiter.falling_back());
 
   // The key expires once the bucket would be full again: nothing is left behind.
-  redis::connection probe{io.get_executor(), at(server)};
+  redis::connection probe{io.get_executor(), server.connection()};
   const auto ttl = command(io, probe, {"PTTL", "rl:{burst}"});
   BOOST_TEST(ttl.integer > 0);
   BOOST_TEST(ttl.integer <= 61001);  // on the caller's clock, a minute of margin
@@ -258,10 +262,10 @@ BOOST_AUTO_TEST_CASE(a_waiting_call_sleeps_until_redis_says_and_asks_again) {
   redis_server server;
   asio::io_context io;
   resilience::testing::manual_clock clock;
-  redis::basic_rate_limiter<resilience::testing::manual_clock> limiter{
-      io.get_executor(), at(server),
+  test_clock_limiter limiter{
+      io.get_executor(), server.connection(),
       redis::rate_limiter_options{}.key("wait").token_bucket(10, 1s, 1).max_wait(150ms)
-          .clock_from(redis::time_source::local),
+          .clock_from(local_time),
       clock};
   BOOST_TEST(!call(io, limiter));
   auto waiting = start_call(io, limiter);
@@ -271,8 +275,8 @@ BOOST_AUTO_TEST_CASE(a_waiting_call_sleeps_until_redis_says_and_asks_again) {
   run_until(io, [&] { return waiting->has_value(); });
   BOOST_TEST(!**waiting);
   // A replica that waits at most 50 ms is turned away at once: Redis says 100.
-  redis::basic_rate_limiter<resilience::testing::manual_clock> impatient{
-      io.get_executor(), at(server),
+  test_clock_limiter impatient{
+      io.get_executor(), server.connection(),
       limiter.options().max_wait(50ms), clock};
   BOOST_TEST((call(io, impatient) == resilience::error::rate_limited));
   BOOST_TEST(clock.pending() == 0u);
@@ -284,8 +288,8 @@ BOOST_AUTO_TEST_CASE(replicas_share_one_bucket_on_redis_time_whatever_their_cloc
   resilience::testing::manual_clock early, late;
   late.advance(std::chrono::hours(5));  // skewed by five hours: Redis's TIME decides
   const auto options = redis::rate_limiter_options{}.key("shared").token_bucket(1, std::chrono::hours(1), 6).max_lease(2);
-  redis::basic_rate_limiter<resilience::testing::manual_clock> a{io.get_executor(), at(server), options, early};
-  redis::basic_rate_limiter<resilience::testing::manual_clock> b{io.get_executor(), at(server), options, late};
+  test_clock_limiter a{io.get_executor(), server.connection(), options, early};
+  test_clock_limiter b{io.get_executor(), server.connection(), options, late};
   int admitted = 0;
   for (int i = 0; i < 10; ++i) admitted += !call(io, (i % 2) ? a : b);
   BOOST_TEST(admitted == 6);
@@ -297,7 +301,7 @@ BOOST_AUTO_TEST_CASE(callers_on_two_threads_share_the_lease_and_never_overdraw_i
   redis_server server;
   asio::io_context io{2};
   auto strand = asio::make_strand(io);
-  redis::rate_limiter limiter{strand, at(server),
+  redis::rate_limiter limiter{strand, server.connection(),
                               redis::rate_limiter_options{}.key("threads").token_bucket(1, std::chrono::hours(1), 500)
                                   .max_lease(20).lease_lifetime(10s)};
   std::atomic<int> admitted{0}, refused{0};
@@ -319,7 +323,7 @@ BOOST_AUTO_TEST_CASE(callers_on_two_threads_share_the_lease_and_never_overdraw_i
 BOOST_AUTO_TEST_CASE(leases_make_one_round_trip_per_many_calls) {
   redis_server server;
   asio::io_context io;
-  redis::rate_limiter limiter{io.get_executor(), at(server),
+  redis::rate_limiter limiter{io.get_executor(), server.connection(),
                               redis::rate_limiter_options{}.key("lease").token_bucket(1000, 1s, 1000).max_lease(50)
                                   .lease_lifetime(10s)};
   for (int i = 0; i < 1000; ++i) BOOST_TEST_REQUIRE(!call(io, limiter));
@@ -336,15 +340,15 @@ BOOST_AUTO_TEST_CASE(redis_killed_falls_back_to_the_local_share_and_comes_back_w
   asio::io_context io;
   events ev;
   resilience::testing::manual_clock clock;  // the local share's time stands still: its count is exact
-  redis::basic_rate_limiter<resilience::testing::manual_clock> limiter{
-      io.get_executor(), at(server),
+  test_clock_limiter limiter{
+      io.get_executor(), server.connection(),
       redis::rate_limiter_options{}.key("killed").token_bucket(100, 1s, 100).max_lease(1).replicas_hint(4)
           .on_event(ev.sink()),
       clock};
   BOOST_TEST(!call(io, limiter));
   server.kill();
-  // The share is 25 a second with a burst of 25 (Redis saw one replica, so
-  // its count wins over the hint: the whole quota, 100).
+  // Redis saw one replica, and its count wins over the hint (4): the share
+  // is the whole quota, 100 a second with a burst of 100.
   int admitted = 0;
   for (int i = 0; i < 150; ++i) admitted += !call(io, limiter);
   BOOST_TEST(limiter.falling_back());
@@ -366,13 +370,36 @@ BOOST_AUTO_TEST_CASE(redis_killed_falls_back_to_the_local_share_and_comes_back_w
   BOOST_TEST(limiter.stats().failed_round_trips == before.failed_round_trips);
 }
 
+BOOST_AUTO_TEST_CASE(after_redis_restarts_empty_the_share_counts_the_replicas_seen_before) {
+  redis_server server;
+  asio::io_context io;
+  resilience::testing::manual_clock clock;  // stands still: within the replicas window throughout
+  const auto options = redis::rate_limiter_options{}.key("restarted").token_bucket(100, 1s, 100).max_lease(1);
+  test_clock_limiter a{io.get_executor(), server.connection(), options, clock};
+  test_clock_limiter b{io.get_executor(), server.connection(), options, clock};
+  BOOST_TEST(!call(io, a));
+  BOOST_TEST(!call(io, b));
+  BOOST_TEST(!call(io, a));
+  BOOST_TEST(a.stats().replicas == 2u);
+  server.kill();
+  server.start();  // empty: only the replicas that reach it from now on are counted
+  BOOST_TEST(!call(io, a));
+  BOOST_TEST(!a.falling_back());
+  BOOST_TEST(a.stats().replicas == 1u);
+  server.kill();
+  int admitted = 0;
+  for (int i = 0; i < 100; ++i) admitted += !call(io, a);
+  BOOST_TEST(a.falling_back());
+  BOOST_TEST(admitted == 50);  // half the burst: b is still out there
+}
+
 BOOST_AUTO_TEST_CASE(the_share_before_redis_was_ever_reached_is_the_quota_over_the_hint) {
   redis_server server;
   server.kill();
   asio::io_context io;
   resilience::testing::manual_clock clock;
-  redis::basic_rate_limiter<resilience::testing::manual_clock> limiter{
-      io.get_executor(), at(server), redis::rate_limiter_options{}.key("hint").token_bucket(100, 1s, 100).replicas_hint(4),
+  test_clock_limiter limiter{
+      io.get_executor(), server.connection(), redis::rate_limiter_options{}.key("hint").token_bucket(100, 1s, 100).replicas_hint(4),
       clock};
   int admitted = 0;
   for (int i = 0; i < 40; ++i) admitted += !call(io, limiter);
@@ -387,37 +414,32 @@ BOOST_AUTO_TEST_CASE(a_slow_redis_is_a_bounded_wait_then_the_fallback) {
   redis_server server;
   asio::io_context io;
   events ev;
-  redis::rate_limiter limiter{io.get_executor(), at(server).command_timeout(40ms),
+  redis::rate_limiter limiter{io.get_executor(), server.connection().command_timeout(40ms),
                               redis::rate_limiter_options{}.key("slow").token_bucket(100, 1s).max_lease(1)
                                   .fallback(redis::fallback_mode::fail_open).on_event(ev.sink())};
   BOOST_TEST(!call(io, limiter));
-  // DEBUG SLEEP from another client holds Redis for a second; our round trip
-  // queues behind it and times out.
-  redis::connection other{io.get_executor(), at(server).command_timeout(5s)};
-  std::optional<error_code> slept;
-  other.async_command({"DEBUG", "SLEEP", "1"}, [&](error_code ec, redis::reply) { slept = ec; });
-  asio::steady_timer settle{io, 50ms};  // let the DEBUG SLEEP reach Redis first (ordering, not timing)
-  bool settled = false;
-  settle.async_wait([&](error_code) { settled = true; });
-  run_until(io, [&] { return settled; });
+  // CLIENT PAUSE from another client holds every command for a second,
+  // from its reply on: our round trip queues and times out.
+  redis::connection other{io.get_executor(), server.connection()};
+  BOOST_TEST(command(io, other, {"CLIENT", "PAUSE", "1000", "ALL"}).text == "OK");
   BOOST_TEST(!call(io, limiter));  // admitted by fail_open after the 40 ms bound
   BOOST_TEST_REQUIRE(ev.count(redis::limiter_event::kind::fell_back) == 1u);
   const auto it = std::find_if(ev.seen.begin(), ev.seen.end(),
                                [](auto& e) { return e.what == redis::limiter_event::kind::fell_back; });
   BOOST_TEST((it->error == resilience::error::timeout));
   BOOST_TEST(limiter.stats().admitted_by_fallback == 1u);
-  call_until(io, limiter, [&] { return slept.has_value() && ev.count(redis::limiter_event::kind::resumed) == 1u; });
+  call_until(io, limiter, [&] { return ev.count(redis::limiter_event::kind::resumed) == 1u; });
 }
 
 BOOST_AUTO_TEST_CASE(a_redis_that_answers_ping_but_refuses_the_script_keeps_the_breaker_open) {
   redis_server server;
   asio::io_context io;
-  redis::connection admin{io.get_executor(), at(server)};
+  redis::connection admin{io.get_executor(), server.connection()};
   command(io, admin, {"ACL", "SETUSER", "pinger", "on", ">pw", "+ping", "+client", "+auth"});
   events ev;
   resilience::testing::manual_clock clock;
-  redis::basic_rate_limiter<resilience::testing::manual_clock> limiter{
-      io.get_executor(), at(server).user("pinger", "pw"),
+  test_clock_limiter limiter{
+      io.get_executor(), server.connection().user("pinger", "pw"),
       redis::rate_limiter_options{}.key("acl").token_bucket(100, 1s, 100).replicas_hint(4).on_event(ev.sink()),
       clock};
   // Probes for 300 ms of real time: each runs the script, which NOPERM refuses.
@@ -435,9 +457,9 @@ BOOST_AUTO_TEST_CASE(a_rate_that_does_not_divide_is_rounded_so_that_a_permit_nev
   redis_server server;
   asio::io_context io;
   resilience::testing::manual_clock clock;
-  redis::basic_rate_limiter<resilience::testing::manual_clock> limiter{
-      io.get_executor(), at(server),
-      redis::rate_limiter_options{}.key("thirds").token_bucket(3, 1s, 1).clock_from(redis::time_source::local), clock};
+  test_clock_limiter limiter{
+      io.get_executor(), server.connection(),
+      redis::rate_limiter_options{}.key("thirds").token_bucket(3, 1s, 1).clock_from(local_time), clock};
   BOOST_TEST(!call(io, limiter));
   BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
   BOOST_TEST((limiter.time_until_permit() == std::chrono::microseconds(333'334)));
@@ -452,7 +474,7 @@ BOOST_AUTO_TEST_CASE(fail_closed_turns_every_call_away_while_redis_is_down) {
   server.kill();
   asio::io_context io;
   events ev;
-  redis::rate_limiter limiter{io.get_executor(), at(server),
+  redis::rate_limiter limiter{io.get_executor(), server.connection(),
                               redis::rate_limiter_options{}.key("closed").fallback(redis::fallback_mode::fail_closed)
                                   .on_event(ev.sink())};
   for (int i = 0; i < 5; ++i) BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
@@ -466,7 +488,7 @@ BOOST_AUTO_TEST_CASE(the_meter_counts_events_and_shows_the_fallback_as_a_gauge) 
   server.kill();
   asio::io_context io;
   resilience::metrics telemetry;
-  redis::rate_limiter limiter{io.get_executor(), at(server),
+  redis::rate_limiter limiter{io.get_executor(), server.connection(),
                               redis::rate_limiter_options{}.key("metered").fallback(redis::fallback_mode::fail_closed)
                                   .on_event(redis::limiter_meter(telemetry, "mail"))};
   for (int i = 0; i < 3; ++i) BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
@@ -486,10 +508,10 @@ BOOST_AUTO_TEST_CASE(the_meter_counts_events_and_shows_the_fallback_as_a_gauge) 
 BOOST_AUTO_TEST_CASE(a_script_flushed_from_redis_is_loaded_again) {
   redis_server server;
   asio::io_context io;
-  redis::rate_limiter limiter{io.get_executor(), at(server),
+  redis::rate_limiter limiter{io.get_executor(), server.connection(),
                               redis::rate_limiter_options{}.key("flush").token_bucket(100, 1s).max_lease(1)};
   BOOST_TEST(!call(io, limiter));
-  redis::connection admin{io.get_executor(), at(server)};
+  redis::connection admin{io.get_executor(), server.connection()};
   command(io, admin, {"SCRIPT", "FLUSH"});
   BOOST_TEST(!call(io, limiter));
   BOOST_TEST(limiter.stats().failed_round_trips == 0u);
@@ -499,7 +521,7 @@ BOOST_AUTO_TEST_CASE(the_limiter_and_its_context_go_with_a_round_trip_and_a_prob
   redis_server server;
   auto io = std::make_unique<asio::io_context>();
   {
-    redis::rate_limiter limiter{io->get_executor(), at(server).command_timeout(5s),
+    redis::rate_limiter limiter{io->get_executor(), server.connection().command_timeout(5s),
                                 redis::rate_limiter_options{}.key("gone").max_lease(1)};
     BOOST_TEST(!call(*io, limiter));
     server.pause();

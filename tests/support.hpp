@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <variant>
@@ -23,6 +24,18 @@
 namespace resilience::test {
 
 namespace asio = boost::asio;
+
+// Runs `io` until `done()` holds, for tests against real I/O (a
+// redis-server, a socket); fails the test after 10 s of real time (the I/O
+// takes microseconds: the bound only keeps a broken test from hanging).
+inline void run_until(asio::io_context& io, const std::function<bool()>& done) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done()) {
+    BOOST_TEST_REQUIRE((std::chrono::steady_clock::now() < give_up), "not done within 10 s");
+    io.restart();
+    io.run_one_for(std::chrono::milliseconds(10));
+  }
+}
 
 // What a spawned coroutine finished with, recorded once.
 template <class T>

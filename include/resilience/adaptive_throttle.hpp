@@ -58,6 +58,7 @@
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
 #include <resilience/random.hpp>
+#include <resilience/stage.hpp>
 
 #include <boost/asio/awaitable.hpp>
 
@@ -317,7 +318,7 @@ boost::asio::awaitable<T, Executor> throttle_call(Op op, throttle_core* core, co
 // "accepted" classifier. Cheap to copy; refers to the throttle, which must
 // outlive it.
 template <class Classifier, class Clock>
-class throttle_stage {
+class throttle_stage : public stage_base<throttle_stage<Classifier, Clock>> {
  public:
   // For pipeline(): it never waits, so it never outlasts a deadline.
   static constexpr bool respects_deadline = true;
@@ -325,27 +326,23 @@ class throttle_stage {
   throttle_stage(detail::throttle_core& core, const Clock& clock, Classifier c)
       : core_(&core), clock_(&clock), accepted_(std::move(c)) {}
 
-  template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) const {
-    return detail::throttle_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), core_, clock_,
-                                                                                   accepted_, parent);
-  }
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) const {
-    return run(std::move(op), parent);
-  }
-
   // For pipeline(): the clock the throttle reads, checked against the others.
   const Clock& clock() const noexcept { return *clock_; }
 
  private:
+  friend stage_base<throttle_stage>;
+  template <class T, class Executor, class Op>
+  auto call(Op op, const context& parent) const {
+    return detail::throttle_call<T, Executor>(std::move(op), core_, clock_,
+                                                                                   accepted_, parent);
+  }
   detail::throttle_core* core_;
   const Clock* clock_;
   [[no_unique_address]] Classifier accepted_;
 };
 
 template <resilience::clock Clock = steady_clock>
-class basic_adaptive_throttle {
+class basic_adaptive_throttle : public stage_base<basic_adaptive_throttle<Clock>> {
  public:
   // For pipeline(): it never waits, so it never outlasts a deadline.
   static constexpr bool respects_deadline = true;
@@ -359,18 +356,9 @@ class basic_adaptive_throttle {
   basic_adaptive_throttle(const basic_adaptive_throttle&) = delete;
   basic_adaptive_throttle& operator=(const basic_adaptive_throttle&) = delete;
 
-  // The stage interface, with the default classifier (a success is an
-  // accept). Const like every stage's run: the state is shared and
-  // synchronised within.
-  template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) const {
-    return stage().run(std::move(op), parent);
-  }
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) const {
-    return run(std::move(op), parent);
-  }
-
+  // run(op) and throttle(op) (stage_base) judge with the default classifier
+  // (a success is an accept); stage(c) gives a stage with another. Const
+  // like every stage's run: the state is shared and synchronised within.
   throttle_stage<accepted_if_succeeded, Clock> stage() const& { return {core_, clock_, {}}; }
   template <class C>
   throttle_stage<C, Clock> stage(C accepted) const& {
@@ -395,6 +383,11 @@ class basic_adaptive_throttle {
   const Clock& clock() const noexcept { return clock_; }
 
  private:
+  friend stage_base<basic_adaptive_throttle>;
+  template <class T, class Executor, class Op>
+  auto call(Op op, const context& parent) const {
+    return stage().run(std::move(op), parent);
+  }
   Clock clock_;
   mutable detail::throttle_core core_;
 };

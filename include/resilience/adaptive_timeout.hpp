@@ -51,6 +51,7 @@
 #include <resilience/detail/bounded_run.hpp>
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
+#include <resilience/stage.hpp>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_type.hpp>
@@ -174,8 +175,13 @@ class latency_tracker {
   std::shared_ptr<state> state_;
 };
 
+namespace detail {
+template <class T, class Executor, class Op, class Held>
+boost::asio::awaitable<T, Executor> run_adaptive(Op op, Held held, context ctx);
+}  // namespace detail
+
 template <class Clock = steady_clock>
-class basic_adaptive_timeout {
+class basic_adaptive_timeout : public value_stage_base<basic_adaptive_timeout<Clock>> {
  public:
   // For pipeline(): this stage bounds the op it runs in time, and never waits
   // past the context's deadline.
@@ -203,29 +209,13 @@ class basic_adaptive_timeout {
   boost::asio::cancellation_type cancellation_type() const noexcept { return type_; }
   const Clock& clock() const noexcept { return clock_; }
 
-  // The stage interface. The awaitable holds a copy of this stage (a share
-  // of its tracker), so it may outlive the stage.
-  template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) const&;
-  template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) &&;
-  // Refers to this stage instead, which must outlive the call (a pipeline
-  // that holds the stage runs it this way).
-  template <awaitable_op Op>
-  auto run_referenced(Op op, const context& parent = {}) const&;
-  template <awaitable_op Op>
-  auto run_referenced(Op op, const context& parent = {}) && = delete;
-
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) const& {
-    return run(std::move(op), parent);
-  }
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) && {
-    return std::move(*this).run(std::move(op), parent);
-  }
+  // The stage interface (value_stage_base): run(op) holds a copy of this
+  // stage (a share of its tracker), so the awaitable may outlive it.
 
  private:
+  friend value_stage_base<basic_adaptive_timeout>;
+  template <class T, class Executor, class Op, class Held>
+  static constexpr auto call = &detail::run_adaptive<T, Executor, Op, Held>;
   latency_tracker tracker_;
   boost::asio::cancellation_type type_ = boost::asio::cancellation_type::terminal;
   [[no_unique_address]] Clock clock_;
@@ -255,7 +245,7 @@ void record_call(const latency_tracker& tracker, const Clock& clock, const error
 // The error is read without building an outcome, so a success costs no more
 // than the value's own error check.
 template <class T, class Executor, class Op, class Held>
-boost::asio::awaitable<T, Executor> run_adaptive(Op op, context ctx, Held held) {
+boost::asio::awaitable<T, Executor> run_adaptive(Op op, Held held, context ctx) {
   const auto* stage = &deref(held);
   const latency_tracker& tracker = stage->tracker();
   const auto& clock = stage->clock();
@@ -281,22 +271,5 @@ boost::asio::awaitable<T, Executor> run_adaptive(Op op, context ctx, Held held) 
 
 }  // namespace detail
 
-template <class Clock>
-template <awaitable_op Op>
-auto basic_adaptive_timeout<Clock>::run(Op op, const context& parent) const& {
-  return detail::run_adaptive<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
-      std::move(op), parent, detail::copied_into_frame<basic_adaptive_timeout>(*this));
-}
-template <class Clock>
-template <awaitable_op Op>
-auto basic_adaptive_timeout<Clock>::run_referenced(Op op, const context& parent) const& {
-  return detail::run_adaptive<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), parent, this);
-}
-template <class Clock>
-template <awaitable_op Op>
-auto basic_adaptive_timeout<Clock>::run(Op op, const context& parent) && {
-  return detail::run_adaptive<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), parent,
-                                                                                 std::move(*this));
-}
 
 }  // namespace resilience

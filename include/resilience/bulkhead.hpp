@@ -52,6 +52,7 @@
 #include <resilience/detail/parked_joins.hpp>
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
+#include <resilience/stage.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
@@ -453,7 +454,7 @@ boost::asio::awaitable<T, Executor> bulkhead_call(Op op, bulkhead_core* core, co
 }  // namespace detail
 
 template <resilience::clock Clock = steady_clock>
-class basic_bulkhead {
+class basic_bulkhead : public stage_base<basic_bulkhead<Clock>> {
  public:
   // Not `respects_deadline`: a queued call's wait is bounded by max_wait,
   // not by the context's deadline, so a deadline stage outside keeps its timer.
@@ -466,17 +467,9 @@ class basic_bulkhead {
   basic_bulkhead(const basic_bulkhead&) = delete;
   basic_bulkhead& operator=(const basic_bulkhead&) = delete;
 
-  // Runs op in a slot, after waiting for one if need be. Const like every
-  // stage's run: the state is shared and synchronised within.
-  template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) const {
-    return detail::bulkhead_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), &core_, &clock_,
-                                                                                   parent);
-  }
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) const {
-    return run(std::move(op), parent);
-  }
+  // run(op) and bulkhead(op) (stage_base) run op in a slot, after waiting
+  // for one if need be. Const like every stage's run: the state is shared
+  // and synchronised within.
 
   // A slot now, if one is free and nobody waits; never queues, reports no
   // event. For callers that are not coroutines.
@@ -491,6 +484,12 @@ class basic_bulkhead {
   const Clock& clock() const noexcept { return clock_; }
 
  private:
+  friend stage_base<basic_bulkhead>;
+  template <class T, class Executor, class Op>
+  auto call(Op op, const context& parent) const {
+    return detail::bulkhead_call<T, Executor>(std::move(op), &core_, &clock_,
+                                                                                   parent);
+  }
   Clock clock_;
   mutable detail::bulkhead_core core_;
 };

@@ -50,6 +50,7 @@
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
 #include <resilience/random.hpp>
+#include <resilience/stage.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -259,7 +260,7 @@ boost::asio::awaitable<T, Executor> chaos_call(Op op, Held held, context ctx) {
 }  // namespace detail
 
 template <class Fault>
-class basic_chaos {
+class basic_chaos : public value_stage_base<basic_chaos<Fault>> {
  public:
   using fault_type = Fault;
   // For pipeline(): no fault waits past the context's deadline.
@@ -284,35 +285,14 @@ class basic_chaos {
     return basic_chaos<F>(F{fault_.latency, std::move(k)}, options_);
   }
 
-  // The stage interface. The call holds a copy of this stage (a temporary
-  // one is moved in), so the awaitable may outlive it.
-  template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) const& {
-    return detail::chaos_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
-        std::move(op), detail::copied_into_frame<basic_chaos>(*this), parent);
-  }
-  template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) && {
-    return detail::chaos_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), std::move(*this), parent);
-  }
-  // Refers to this stage instead, which must outlive the call (a pipeline
-  // that holds the stage runs it this way).
-  template <awaitable_op Op>
-  auto run_referenced(Op op, const context& parent = {}) const& {
-    return detail::chaos_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), this, parent);
-  }
-  template <awaitable_op Op>
-  auto run_referenced(Op op, const context& parent = {}) && = delete;
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) const& {
-    return run(std::move(op), parent);
-  }
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) && {
-    return std::move(*this).run(std::move(op), parent);
-  }
+  // The stage interface is value_stage_base's: run(op) holds a copy of this
+  // stage (a temporary one is moved in), so the awaitable may outlive it;
+  // run_referenced(op), what a pipeline holding the stage does, refers to it.
 
  private:
+  friend value_stage_base<basic_chaos>;
+  template <class T, class Executor, class Op, class Held>
+  static constexpr auto call = &detail::chaos_call<T, Executor, Op, Held>;
   Fault fault_;
   chaos_options options_;
 };

@@ -84,6 +84,7 @@
 #include <resilience/detail/breaker_core.hpp>
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
+#include <resilience/stage.hpp>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/system/system_error.hpp>
@@ -247,7 +248,7 @@ boost::asio::awaitable<T, Executor> breaker_call(Op op, breaker_core* core, Clas
 // A stage that calls through a breaker, judging outcomes with its own
 // classifier. Cheap to copy; refers to the breaker, which must outlive it.
 template <class Classifier = breaker_any_failure, resilience::clock Clock = steady_clock>
-class breaker_stage {
+class breaker_stage : public stage_base<breaker_stage<Classifier, Clock>> {
  public:
   // For pipeline(): this stage never waits past the context's deadline.
   static constexpr bool respects_deadline = true;
@@ -257,24 +258,19 @@ class breaker_stage {
   // The breaker's clock: a pipeline checks that its stages agree on one.
   const Clock& clock() const noexcept { return *core_->clock().template target<Clock>(); }
 
-  template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) const {
-    return detail::breaker_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), core_,
+ private:
+  friend stage_base<breaker_stage>;
+  template <class T, class Executor, class Op>
+  auto call(Op op, const context& parent) const {
+    return detail::breaker_call<T, Executor>(std::move(op), core_,
                                                                                  classifier_, parent);
   }
-
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) const {
-    return run(std::move(op), parent);
-  }
-
- private:
   detail::breaker_core* core_;  // its clock is a Clock: the breaker made it so
   [[no_unique_address]] Classifier classifier_;
 };
 
 template <resilience::clock Clock = steady_clock>
-class basic_circuit_breaker {
+class basic_circuit_breaker : public stage_base<basic_circuit_breaker<Clock>> {
  public:
   // For pipeline(): this stage never waits past the context's deadline.
   static constexpr bool respects_deadline = true;
@@ -299,17 +295,9 @@ class basic_circuit_breaker {
 
   // -- calls --
 
-  // The stage interface, with the default classifier. Const like every
+  // run(op) and breaker(op) (stage_base) judge with the default
+  // classifier; stage(c) gives a stage with another. Const like every
   // stage's run: the breaker's state is shared and synchronised within.
-  template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) const {
-    return stage().run(std::move(op), parent);
-  }
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) const {
-    return run(std::move(op), parent);
-  }
-
   breaker_stage<breaker_any_failure, Clock> stage() const { return {core_, {}}; }
   template <class C>
   breaker_stage<C, Clock> stage(C classifier) const {
@@ -344,6 +332,11 @@ class basic_circuit_breaker {
   const Clock& clock() const noexcept { return clock_; }
 
  private:
+  friend stage_base<basic_circuit_breaker>;
+  template <class T, class Executor, class Op>
+  auto call(Op op, const context& parent) const {
+    return stage().run(std::move(op), parent);
+  }
 
   Clock clock_;
   mutable detail::breaker_core core_;

@@ -21,6 +21,7 @@
 #include <resilience/context.hpp>
 #include <resilience/detail/bounded_run.hpp>
 #include <resilience/error.hpp>
+#include <resilience/stage.hpp>
 
 #include <boost/asio/cancellation_type.hpp>
 
@@ -66,7 +67,7 @@ class deadline {
 };
 
 template <class Clock = steady_clock>
-class basic_deadline_stage {
+class basic_deadline_stage : public stage_base<basic_deadline_stage<Clock>> {
  public:
   // For pipeline(): this stage bounds the op it runs in time, and never waits
   // past the context's deadline.
@@ -102,20 +103,9 @@ class basic_deadline_stage {
   std::optional<duration> budget() const noexcept { return budget_; }
   const Clock& clock() const noexcept { return clock_; }
 
-  // The budget starts when the call starts, not when the awaitable is made.
-  // The awaitable holds what it needs of this stage (a copy of the clock, a
-  // share of the hook), so it may outlive the stage.
-  template <awaitable_op Op>
-  auto run(Op op, context parent = {}) const {
-    parent.deadline = std::min(parent.deadline, absolute_.at());
-    return detail::run_bounded<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
-        std::move(op), parent, clock_, budget_.value_or(duration::max()), boost::asio::cancellation_type::terminal,
-        error::deadline_exceeded, on_deadline_);
-  }
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) const {
-    return run(std::move(op), parent);
-  }
+  // run(op) (stage_base): the budget starts when the call starts, not when
+  // the awaitable is made. The awaitable holds what it needs of this stage
+  // (a copy of the clock, a share of the hook), so it may outlive the stage.
 
   static constexpr bool can_run_tightened = true;
 
@@ -130,6 +120,14 @@ class basic_deadline_stage {
   }
 
  private:
+  friend stage_base<basic_deadline_stage>;
+  template <class T, class Executor, class Op>
+  auto call(Op op, context parent) const {
+    parent.deadline = std::min(parent.deadline, absolute_.at());
+    return detail::run_bounded<T, Executor>(
+        std::move(op), parent, clock_, budget_.value_or(duration::max()), boost::asio::cancellation_type::terminal,
+        error::deadline_exceeded, on_deadline_);
+  }
   template <class T, class Executor, class Op>
   static boost::asio::awaitable<T, Executor> tighten(Op op, context ctx, Clock clock, time_point absolute,
                                                      std::optional<duration> budget) {

@@ -38,6 +38,7 @@
 #include <resilience/detail/bounded_run.hpp>
 #include <resilience/detail/sleep.hpp>
 #include <resilience/outcome.hpp>
+#include <resilience/stage.hpp>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_type.hpp>
@@ -183,7 +184,7 @@ boost::asio::awaitable<T, Executor> fallback_call(Op op, Held held, context ctx)
 }  // namespace detail
 
 template <class Action, class Classifier = any_failure, class Hook = no_fallback_hook>
-class basic_fallback {
+class basic_fallback : public value_stage_base<basic_fallback<Action, Classifier, Hook>> {
   template <class, class, class>
   friend class basic_fallback;
 
@@ -211,39 +212,14 @@ class basic_fallback {
   const Hook& hook() const noexcept { return hook_; }
   const Action& action() const noexcept { return action_; }
 
-  // The stage interface. The call holds a copy of this stage (a temporary
-  // one is moved in), so the awaitable may outlive it.
-  template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) const& {
-    if constexpr (std::is_copy_constructible_v<basic_fallback>) {
-      return detail::fallback_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
-          std::move(op), detail::copied_into_frame<basic_fallback>(*this), parent);
-    } else {
-      return run_referenced(std::move(op), parent);  // a move-only action: see Lifetimes in docs/semantics.md
-    }
-  }
-  template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) && {
-    return detail::fallback_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), std::move(*this), parent);
-  }
-  // Refers to this stage instead, which must outlive the call (a pipeline
-  // that holds the stage runs it this way).
-  template <awaitable_op Op>
-  auto run_referenced(Op op, const context& parent = {}) const& {
-    return detail::fallback_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), this, parent);
-  }
-  template <awaitable_op Op>
-  auto run_referenced(Op op, const context& parent = {}) && = delete;
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) const& {
-    return run(std::move(op), parent);
-  }
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) && {
-    return std::move(*this).run(std::move(op), parent);
-  }
+  // The stage interface is value_stage_base's: run(op) holds a copy of this
+  // stage (a temporary one is moved in), so the awaitable may outlive it;
+  // run_referenced(op), what a pipeline holding the stage does, refers to it.
 
  private:
+  friend value_stage_base<basic_fallback>;
+  template <class T, class Executor, class Op, class Held>
+  static constexpr auto call = &detail::fallback_call<T, Executor, Op, Held>;
   basic_fallback(Action a, Classifier c, Hook h) : action_(std::move(a)), classifier_(std::move(c)), hook_(std::move(h)) {}
 
   Action action_;

@@ -67,6 +67,7 @@
 #include <resilience/outcome.hpp>
 #include <resilience/properties.hpp>
 #include <resilience/retry.hpp>
+#include <resilience/stage.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/async_result.hpp>
@@ -117,10 +118,19 @@ template <class T, class Executor, class Op, class Held>
 boost::asio::awaitable<T, Executor> hedged_call_owning(Op op, Held policy, context ctx) {
   co_return co_await hedged_call<T, Executor>(std::move(op), &deref(policy), ctx);
 }
+// The stage's call: a call referring to the policy runs in one frame.
+template <class T, class Executor, class Op, class Held>
+constexpr auto hedged_call_for() {
+  if constexpr (std::is_pointer_v<Held>) {
+    return &hedged_call<T, Executor, Op, std::remove_cvref_t<std::remove_pointer_t<Held>>>;
+  } else {
+    return &hedged_call_owning<T, Executor, Op, Held>;
+  }
+}
 }  // namespace detail
 
 template <class Classifier = any_failure, class Clock = steady_clock, class Delay = backoff_delay>
-class basic_hedging_policy {
+class basic_hedging_policy : public value_stage_base<basic_hedging_policy<Classifier, Clock, Delay>> {
   template <class, class, class>
   friend class basic_hedging_policy;
 
@@ -209,40 +219,14 @@ class basic_hedging_policy {
   const detail::shared_hook<void(const hedge_event&)>& shared_on_hedge() const noexcept { return on_hedge_; }
   const detail::shared_hook<void(const hedge_summary&)>& shared_on_settled() const noexcept { return on_settled_; }
 
-  // The stage interface. The call holds a copy of this policy (a temporary
-  // one is moved in), so the awaitable may outlive it.
-  template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) const& {
-    if constexpr (std::is_copy_constructible_v<basic_hedging_policy>) {
-      return detail::hedged_call_owning<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
-          std::move(op), detail::copied_into_frame<basic_hedging_policy>(*this), parent);
-    } else {
-      return run_referenced(std::move(op), parent);  // a move-only part: see Lifetimes in docs/semantics.md
-    }
-  }
-  template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) && {
-    return detail::hedged_call_owning<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op),
-                                                                                         std::move(*this), parent);
-  }
-  // Refers to this policy instead, which must outlive the call (a pipeline
-  // that holds the policy runs it this way).
-  template <awaitable_op Op>
-  auto run_referenced(Op op, const context& parent = {}) const& {
-    return detail::hedged_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), this, parent);
-  }
-  template <awaitable_op Op>
-  auto run_referenced(Op op, const context& parent = {}) && = delete;
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) const& {
-    return run(std::move(op), parent);
-  }
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) && {
-    return std::move(*this).run(std::move(op), parent);
-  }
+  // The stage interface is value_stage_base's: run(op) holds a copy of this
+  // policy (a temporary one is moved in), so the awaitable may outlive it;
+  // run_referenced(op), what a pipeline holding the policy does, refers to it.
 
  private:
+  friend value_stage_base<basic_hedging_policy>;
+  template <class T, class Executor, class Op, class Held>
+  static constexpr auto call = detail::hedged_call_for<T, Executor, Op, Held>();
   basic_hedging_policy(Classifier c, Clock k, Delay d)
       : classifier_(std::move(c)), clock_(std::move(k)), delay_gen_(std::move(d)) {}
 

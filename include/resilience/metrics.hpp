@@ -72,6 +72,7 @@
 #include <resilience/detail/bounded_run.hpp>
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
+#include <resilience/stage.hpp>
 
 #include <boost/asio/awaitable.hpp>
 
@@ -276,7 +277,7 @@ class expiry_meter {
 // Records each call's duration and outcome; a stage of any pipeline. Cheap
 // to copy (a pointer and the clock).
 template <resilience::clock Clock = steady_clock, class Failure = detail::no_failure_rule>
-class basic_metered_stage {
+class basic_metered_stage : public stage_base<basic_metered_stage<Clock, Failure>> {
  public:
   // Adds no wait of its own: a deadline stage outside needs no timer for it.
   static constexpr bool respects_deadline = true;
@@ -298,17 +299,14 @@ class basic_metered_stage {
   }
 
   // The frame keeps a copy of the clock: only the registry must outlive it.
-  template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) const {
-    return detail::metered_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), series_, clock_,
-                                                                                  failure_, parent);
-  }
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) const {
-    return run(std::move(op), parent);
-  }
 
  private:
+  friend stage_base<basic_metered_stage>;
+  template <class T, class Executor, class Op>
+  auto call(Op op, const context& parent) const {
+    return detail::metered_call<T, Executor>(std::move(op), series_, clock_,
+                                                                                  failure_, parent);
+  }
   friend class metrics;
   template <resilience::clock, class>
   friend class basic_metered_stage;

@@ -171,7 +171,10 @@ class pipeline {
   static constexpr bool one_clock_type = detail::clocks_agree<detail::stored_clock_t<Stored>...>;
 
  public:
+  // One argument per stage; a pipeline argument is a copy or a move, not a
+  // stage.
   template <class... S>
+    requires(sizeof...(S) == sizeof...(Stored) && !(std::is_same_v<std::remove_cvref_t<S>, pipeline> || ...))
   explicit pipeline(S&&... stages) : stages_(detail::store_stage<Stored>(std::forward<S>(stages))...) {
     validate();
   }

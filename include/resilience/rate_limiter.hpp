@@ -67,6 +67,7 @@
 #include <resilience/detail/sleep.hpp>
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
+#include <resilience/stage.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -364,7 +365,7 @@ boost::asio::awaitable<T, Executor> rate_limited_call(Op op, rate_limiter_core* 
 }  // namespace detail
 
 template <resilience::clock Clock = steady_clock>
-class basic_rate_limiter {
+class basic_rate_limiter : public stage_base<basic_rate_limiter<Clock>> {
  public:
   // For pipeline(): no call waits for a permit past the context's deadline.
   static constexpr bool respects_deadline = true;
@@ -377,17 +378,9 @@ class basic_rate_limiter {
   basic_rate_limiter(const basic_rate_limiter&) = delete;
   basic_rate_limiter& operator=(const basic_rate_limiter&) = delete;
 
-  // Runs op with a permit, after waiting for one if so configured. Const
-  // like every stage's run: the state is shared and synchronised within.
-  template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) const {
-    return detail::rate_limited_call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), &core_,
-                                                                                        &clock_, parent);
-  }
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) const {
-    return run(std::move(op), parent);
-  }
+  // run(op) and limiter(op) run op with a permit, after waiting for one if
+  // so configured. Const like every stage's run: the state is shared and
+  // synchronised within.
 
   // A permit now, if one is free and nobody waits; never waits, reports no
   // event. For callers that are not coroutines. A permit is spent when
@@ -402,6 +395,11 @@ class basic_rate_limiter {
   const Clock& clock() const noexcept { return clock_; }
 
  private:
+  friend stage_base<basic_rate_limiter>;
+  template <class T, class Executor, class Op>
+  auto call(Op op, const context& parent) const {
+    return detail::rate_limited_call<T, Executor>(std::move(op), &core_, &clock_, parent);
+  }
   Clock clock_;
   mutable detail::rate_limiter_core core_;
 };

@@ -56,6 +56,7 @@
 #include <resilience/outcome.hpp>
 #include <resilience/random.hpp>
 #include <resilience/retry_budget.hpp>
+#include <resilience/stage.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -290,7 +291,7 @@ struct open_circuit_delay {
 
 template <class Classifier = retry_any_failure, class OnRetry = no_retry_hook, class Clock = steady_clock,
           class Delay = backoff_delay>
-class basic_retry_policy {
+class basic_retry_policy : public value_stage_base<basic_retry_policy<Classifier, OnRetry, Clock, Delay>> {
   template <class, class, class, class>
   friend class basic_retry_policy;
 
@@ -306,6 +307,9 @@ class basic_retry_policy {
   static constexpr bool respects_deadline = true;
 
  private:
+  friend value_stage_base<basic_retry_policy>;
+  template <class T, class Executor, class Op, class Held>
+  static constexpr auto call = &detail::retry_loop<T, Executor, Op, Held>;
   static inline const random_source per_thread_random{};
 
  public:
@@ -465,31 +469,10 @@ class basic_retry_policy {
 
   // -- running --
 
-  // The stage interface: run op under this policy inside a parent context.
-  // The call holds a copy of the policy (a temporary one is moved in), so
-  // the awaitable may outlive this object, as co_retry's does.
-  template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) const& {
-    if constexpr (std::is_copy_constructible_v<basic_retry_policy>) {
-      return detail::retry_loop<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
-          std::move(op), detail::copied_into_frame<basic_retry_policy>(*this), parent);
-    } else {
-      return run_referenced(std::move(op), parent);  // a move-only part: see Lifetimes in docs/semantics.md
-    }
-  }
-  template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) && {
-    return detail::retry_loop<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), std::move(*this),
-                                                                                 parent);
-  }
-  // For pipeline(), which holds this policy and outlives its calls: no copy.
-  // The call refers to the policy, so never on a temporary.
-  template <awaitable_op Op>
-  auto run_referenced(Op op, const context& parent) const& {
-    return detail::retry_loop<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), this, parent);
-  }
-  template <awaitable_op Op>
-  auto run_referenced(Op op, const context& parent) && = delete;
+  // The stage interface is value_stage_base's: run(op, parent) holds a copy
+  // of the policy (a temporary one is moved in), so the awaitable may
+  // outlive it, as co_retry's does; run_referenced(op), what a pipeline
+  // holding the policy does, refers to it.
 
   // Whether a breaker's rejection is retried (see wait_out_open_circuit).
   bool waits_out_open_circuit() const noexcept { return retries_open_circuit_; }

@@ -28,6 +28,7 @@
 #include <resilience/context.hpp>
 #include <resilience/detail/bounded_run.hpp>
 #include <resilience/error.hpp>
+#include <resilience/stage.hpp>
 
 #include <boost/asio/cancellation_type.hpp>
 
@@ -36,7 +37,7 @@
 namespace resilience {
 
 template <class Clock = steady_clock>
-class basic_timeout {
+class basic_timeout : public stage_base<basic_timeout<Clock>> {
  public:
   // For pipeline(): this stage bounds the op it runs in time, and never waits
   // past the context's deadline.
@@ -75,20 +76,17 @@ class basic_timeout {
   boost::asio::cancellation_type cancellation_type() const noexcept { return type_; }
   const Clock& clock() const noexcept { return clock_; }
 
-  // The stage interface. The awaitable holds what it needs of this stage
+  // run(op) (stage_base): the awaitable holds what it needs of this stage
   // (the limit, a copy of the clock, a share of the hook), so it may outlive
   // the stage.
-  template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) const {
-    return detail::run_bounded<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
-        std::move(op), parent, clock_, limit_, type_, error::timeout, on_timeout_);
-  }
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) const {
-    return run(std::move(op), parent);
-  }
 
  private:
+  friend stage_base<basic_timeout>;
+  template <class T, class Executor, class Op>
+  auto call(Op op, const context& parent) const {
+    return detail::run_bounded<T, Executor>(
+        std::move(op), parent, clock_, limit_, type_, error::timeout, on_timeout_);
+  }
   template <class K>
   friend class basic_timeout;
 

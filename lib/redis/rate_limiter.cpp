@@ -162,8 +162,9 @@ std::string random_replica_id() {
   return buf;
 }
 
-constexpr std::int64_t replica_window_us = 10'000'000;
-constexpr duration fail_closed_retry_after = 500ms;  // the probe's longest backoff
+constexpr std::int64_t replica_window_us =
+    std::chrono::duration_cast<std::chrono::microseconds>(limiter_defaults::replicas_window).count();
+constexpr duration fail_closed_retry_after = limiter_defaults::probe_longest;
 
 error_code protocol_error() { return boost::system::errc::make_error_code(boost::system::errc::protocol_error); }
 
@@ -342,8 +343,15 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
   // permits are gone). Until the next permit Redis announced, a spent lease
   // turns calls away without asking again.
   void apply(const grant& g, time_point now) {
-    replicas_.store(static_cast<std::uint32_t>(std::clamp<std::int64_t>(g.replicas, 0, 65536)),
-                    std::memory_order_relaxed);
+    const auto seen = static_cast<std::uint32_t>(std::clamp<std::int64_t>(g.replicas, 0, 65536));
+    replicas_.store(seen, std::memory_order_relaxed);
+    // The local share divides by the most replicas seen within the window: a
+    // Redis restarted empty counts only those that reached it since, and a
+    // share sized on that count would over-admit.
+    if (seen >= replicas_peak_ || now - replicas_peak_at_ >= limiter_defaults::replicas_window) {
+      replicas_peak_ = seen;
+      replicas_peak_at_ = now;
+    }
     leased_total_.fetch_add(static_cast<std::uint64_t>(g.granted), std::memory_order_relaxed);
     had_lease_ = g.granted > 0;
     lease_granted_at_ = now;
@@ -379,8 +387,7 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
   void fall_back(error_code why) {
     if (falling_back_.load(std::memory_order_relaxed)) return;
     if (options_.fallback() == fallback_mode::local_share) {
-      const std::uint32_t known = replicas_.load(std::memory_order_relaxed);
-      const std::uint32_t replicas = known ? known : options_.replicas_hint();
+      const std::uint32_t replicas = replicas_peak_ ? replicas_peak_ : options_.replicas_hint();
       // This replica's share: tokens per (per × replicas), a burst of burst /
       // replicas. A share the local limiter cannot express (per × replicas
       // past its range) admits nothing: fail closed rather than throw here.
@@ -436,15 +443,15 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
     });
   }
 
-  // Full jitter over 50 ms, 100, 200, 400, then 500 ms: replicas that lost
-  // Redis together do not come back together.
+  // Full jitter over an exponential schedule (limiter_defaults): replicas
+  // that lost Redis together do not come back together.
   duration probe_delay() {
     const duration nominal = probe_backoff().nominal(probe_attempt_ + 1);
     std::uniform_int_distribution<duration::rep> draw(0, nominal.count());
     return duration(draw(jitter_));
   }
   static const backoff& probe_backoff() {
-    static const backoff schedule = backoff::exponential(50ms, 2.0, 500ms);
+    static const backoff schedule = backoff::exponential(limiter_defaults::probe_first, 2.0, limiter_defaults::probe_longest);
     return schedule;
   }
   static std::int64_t steady_ticks() noexcept { return std::chrono::steady_clock::now().time_since_epoch().count(); }
@@ -477,6 +484,8 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
   bool had_lease_ = false;
   time_point lease_granted_at_{};
   std::uint32_t probe_attempt_ = 0;
+  std::uint32_t replicas_peak_ = 0;
+  time_point replicas_peak_at_{};
   std::minstd_rand jitter_{std::random_device{}()};
 
   mutable std::mutex share_mutex_;

@@ -16,6 +16,7 @@
 // was not admitted or Redis could not be reached.
 #include <resilience/rate_limiter.hpp>
 #include <resilience/redis/rate_limiter.hpp>
+#include <resilience/testing/redis_server.hpp>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -34,11 +35,6 @@
 #include <string>
 #include <vector>
 
-#include <fcntl.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 namespace asio = boost::asio;
@@ -48,80 +44,6 @@ using resilience::error_code;
 using sclock = std::chrono::steady_clock;
 
 namespace {
-
-// ---- a redis-server of the bench's own ----------------------------------------
-
-class redis_child {
- public:
-  redis_child() {
-    char tmpl[] = "/tmp/redis-limiter-bench-XXXXXX";
-    if (const char* made = ::mkdtemp(tmpl)) dir_ = made;
-    socket_ = (dir_ / "redis.sock").string();
-  }
-  ~redis_child() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
-  }
-  redis_child(const redis_child&) = delete;
-  redis_child& operator=(const redis_child&) = delete;
-
-  const std::string& socket() const { return socket_; }
-
-  bool start() {
-    if (dir_.empty()) return false;
-    std::vector<std::string> args{"redis-server", "--port", "0", "--unixsocket", socket_, "--unixsocketperm", "700",
-                                  "--save", "", "--appendonly", "no", "--dir", dir_.string(),
-                                  "--logfile", (dir_ / "redis.log").string()};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const pid_t parent = ::getpid();
-    pid_ = ::fork();
-    if (pid_ < 0) return false;
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a bench killed midway leaves no server behind
-      if (::getppid() != parent) ::_exit(1);
-      const int null = ::open("/dev/null", O_RDWR);
-      ::dup2(null, 1);
-      ::dup2(null, 2);
-      ::execvp("redis-server", argv.data());
-      ::_exit(127);
-    }
-    const auto give_up = sclock::now() + 10s;
-    while (!accepts()) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        std::fprintf(stderr, "redis_limiter_bench: redis-server did not start (is it installed?)\n");
-        return false;
-      }
-      if (sclock::now() > give_up) {
-        std::fprintf(stderr, "redis_limiter_bench: redis-server did not listen within 10 s\n");
-        return false;
-      }
-      ::usleep(2000);
-    }
-    return true;
-  }
-
- private:
-  bool accepts() const {
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    socket_.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
-    const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
-    ::close(fd);
-    return ok;
-  }
-
-  std::filesystem::path dir_;
-  std::string socket_;
-  pid_t pid_ = -1;
-};
 
 // ---- the calls ------------------------------------------------------------------
 
@@ -215,10 +137,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "redis_limiter_bench: --calls must be at least 100\n");
     return 2;
   }
-  std::optional<redis_child> child;
+  std::optional<resilience::testing::redis_server> child;
   if (socket.empty()) {
-    child.emplace();
-    if (!child->start()) return 1;
+    try {
+      child.emplace();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "redis_limiter_bench: %s\n", e.what());
+      return 1;
+    }
     socket = child->socket();
   }
   const auto connection = redis::connection_options{}.unix_socket(socket);

@@ -15,9 +15,11 @@
 #pragma once
 
 #include <resilience/context.hpp>
+#include <resilience/stage.hpp>
 #include <resilience/detail/parked_joins.hpp>
 #include <resilience/detail/timer_queue.hpp>
 #include <resilience/error.hpp>
+#include <resilience/expiry_event.hpp>
 #include <resilience/outcome.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -41,105 +43,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace resilience {
-
-// What a timeout or deadline stage reports when its bound ends a call: the
-// error it ends with (timeout or deadline_exceeded), when the bound passed,
-// and the attempt number the context carried. Reported on the caller's
-// executor once the op that overran has finished.
-struct expiry_event {
-  error_code reason;
-  time_point at;
-  std::uint32_t attempt;
-};
-using expiry_hook = std::function<void(const expiry_event&)>;
-
-namespace detail {
-template <class A>
-inline constexpr bool is_asio_awaitable = false;
-template <class T, class Executor>
-inline constexpr bool is_asio_awaitable<boost::asio::awaitable<T, Executor>> = true;
-}  // namespace detail
-
-// What every strategy runs: a callable taking `const context&` or nothing
-// and returning `asio::awaitable<T, Executor>`. A plain value, a callable
-// that needs other arguments, or another kind of awaitable is not one.
-template <class Op>
-concept awaitable_op =
-    std::move_constructible<Op> &&
-    ((std::is_invocable_v<Op&, const context&> &&
-      detail::is_asio_awaitable<std::remove_cvref_t<std::invoke_result_t<Op&, const context&>>>) ||
-     (!std::is_invocable_v<Op&, const context&> && std::is_invocable_v<Op&> &&
-      detail::is_asio_awaitable<std::remove_cvref_t<std::invoke_result_t<Op&>>>));
-
-}  // namespace resilience
-
 namespace resilience::detail {
-
-template <class A>
-struct awaitable_parts;
-template <class T, class Executor>
-struct awaitable_parts<boost::asio::awaitable<T, Executor>> {
-  using value_type = T;
-  using executor_type = Executor;
-};
-
-template <class Op>
-decltype(auto) invoke_op(Op& op, const context& ctx) {
-  if constexpr (std::is_invocable_v<Op&, const context&>) {
-    return op(ctx);
-  } else {
-    static_assert(std::is_invocable_v<Op&>, "op must be callable with () or (const resilience::context&)");
-    return op();
-  }
-}
-
-template <class Op>
-using op_awaitable_t = std::remove_cvref_t<decltype(invoke_op(std::declval<Op&>(), std::declval<const context&>()))>;
-template <class Op>
-using op_value_t = typename awaitable_parts<op_awaitable_t<Op>>::value_type;
-template <class Op>
-using op_executor_t = typename awaitable_parts<op_awaitable_t<Op>>::executor_type;
-
-template <class P>
-const P& deref(const P* p) noexcept {
-  return *p;
-}
-
-// A stage named by an lvalue, copied once, straight into the call's frame:
-// the argument only points at the stage, and moving it into the frame (which
-// happens while the call is being made, so the stage is alive) makes the
-// copy. No temporary is copied, moved and destroyed on the way.
-template <class P>
-class copied_into_frame {
- public:
-  explicit copied_into_frame(const P& p) noexcept : source_(&p) {}
-  copied_into_frame(copied_into_frame&& other) {
-    ::new (static_cast<void*>(&copy_)) P(*other.source_);
-    source_ = &copy_;
-  }
-  copied_into_frame(const copied_into_frame&) = delete;
-  copied_into_frame& operator=(const copied_into_frame&) = delete;
-  ~copied_into_frame() {
-    if (source_ == &copy_) copy_.~P();
-  }
-  const P& get() const noexcept { return *source_; }
-
- private:
-  const P* source_;  // the original until moved, then the copy
-  union {
-    P copy_;
-  };
-};
-
-template <class P>
-const P& deref(const copied_into_frame<P>& p) noexcept {
-  return p.get();
-}
-template <class P>
-const P& deref(const P& p) noexcept {
-  return p;
-}
 
 // Room in a coroutine frame for a value that only a slow path makes: unlike
 // a std::optional, the path that never makes it writes nothing. make() runs

@@ -66,9 +66,16 @@ struct reply {
   bool is_error() const noexcept { return type == kind::error; }
 };
 
+// connection_options' defaults, in one place.
+struct connection_defaults {
+  static constexpr std::uint16_t port = 6379;  // on 127.0.0.1
+  static constexpr duration connect_timeout = std::chrono::seconds(1);
+  static constexpr duration command_timeout = std::chrono::milliseconds(100);
+};
+
 class connection_options {
  public:
-  // 127.0.0.1:6379 by default. host non-empty, port 1 to 65535. hiredis
+  // 127.0.0.1 by default. host non-empty, port 1 to 65535. hiredis
   // resolves a host name with a blocking getaddrinfo on each connect: give
   // an address (or a Unix socket) where the executor's thread must not block.
   connection_options tcp(std::string host, std::uint16_t port) const;
@@ -78,8 +85,7 @@ class connection_options {
   connection_options password(std::string password) const;
   connection_options user(std::string username, std::string password) const;
   connection_options database(int index) const;  // SELECT, 0 (the default) to 15...
-  // How long a connect, and then each command, may take: positive. 1 s and
-  // 100 ms by default.
+  // How long a connect, and then each command, may take: positive.
   connection_options connect_timeout(duration d) const;
   connection_options command_timeout(duration d) const;
 
@@ -94,13 +100,13 @@ class connection_options {
 
  private:
   std::string host_ = "127.0.0.1";
-  std::uint16_t port_ = 6379;
+  std::uint16_t port_ = connection_defaults::port;
   std::string socket_path_;
   std::string username_;
   std::string password_;
   int database_ = 0;
-  duration connect_timeout_ = std::chrono::seconds(1);
-  duration command_timeout_ = std::chrono::milliseconds(100);
+  duration connect_timeout_ = connection_defaults::connect_timeout;
+  duration command_timeout_ = connection_defaults::command_timeout;
 };
 
 namespace detail {

@@ -34,22 +34,23 @@
 // before the context's deadline.
 //
 // Redis slow or down is a failure mode, not an outage. Each round trip is
-// bounded (connection_options::command_timeout, 100 ms by default). The
-// first one that fails (timeout, connection lost or refused, an error
+// bounded (connection_options::command_timeout()). The first one that fails (timeout, connection lost or refused, an error
 // reply) opens the limiter's breaker: it falls back and reports fell_back.
 // Then a call that finds a probe due runs the script for one permit (in the
 // background: the call itself is decided by the fallback; a Redis that
-// answers PING but refuses the script stays open), after 50 ms, 100, 200,
-// 400, then every 500 ms, each with full jitter; when the script runs, the
+// answers PING but refuses the script stays open), on an exponential
+// schedule with full jitter (limiter_defaults::probe_first, doubling to
+// limiter_defaults::probe_longest); when the script runs, the
 // limiter reports resumed and goes back to the shared quota (the probe's
 // permit is its first lease). The calls drive the
 // probe, so an idle limiter holds no timer and never keeps
 // io_context::run() from returning (nor does its idle connection). While it
 // falls back, calls make no round trip and are decided by fallback():
 //   - local_share (the default): a local token bucket at this replica's
-//     share of the quota, rate / replicas, where replicas is the number of
-//     replicas Redis saw using the key in the last 10 s (replicas_hint()
-//     until Redis was reached once);
+//     share of the quota, rate / replicas, where replicas is the largest
+//     number of replicas Redis reported using the key within
+//     limiter_defaults::replicas_window (replicas_hint() until Redis was
+//     reached once);
 //   - fail_open: every call admitted;
 //   - fail_closed: every call rejected with rate_limited.
 //
@@ -121,6 +122,22 @@ struct limiter_stats {
   std::uint32_t replicas = 0;    // as Redis last said
 };
 
+// Every default of rate_limiter_options and the limiter's fixed schedules,
+// in one place (docs/strategies/fleet-rate-limiter.md tables them).
+struct limiter_defaults {
+  static constexpr std::uint32_t tokens = 100;  // for the whole fleet...
+  static constexpr duration per = std::chrono::seconds(1);  // ...every second
+  static constexpr std::uint32_t burst = 100;
+  static constexpr std::uint32_t lease_share = 10;  // max_lease: burst / lease_share, at least 1
+  static constexpr duration lease_lifetime = std::chrono::milliseconds(100);
+  static constexpr std::uint32_t replicas_hint = 1;
+  // Fixed: the probe's backoff while Redis is away, and the span over which
+  // Redis counts the replicas using a key.
+  static constexpr duration probe_first = std::chrono::milliseconds(50);
+  static constexpr duration probe_longest = std::chrono::milliseconds(500);
+  static constexpr duration replicas_window = std::chrono::seconds(10);
+};
+
 class rate_limiter_options {
  public:
   // The limit's name in Redis: non-empty, at most 200 bytes, without '{' or
@@ -128,8 +145,7 @@ class rate_limiter_options {
   // throws at construction.
   rate_limiter_options key(std::string k) const;
   // `tokens` every `per` for the whole fleet, at most `burst` saved up;
-  // tokens and burst in [1, 2^31 - 1], per / tokens at least 1 us. The
-  // default: 100 a second, burst 100.
+  // tokens and burst in [1, 2^31 - 1], per / tokens at least 1 us.
   rate_limiter_options token_bucket(std::uint32_t tokens, duration per, std::uint32_t burst) const;
   rate_limiter_options token_bucket(std::uint32_t tokens, duration per) const {
     return token_bucket(tokens, per, tokens);
@@ -138,14 +154,12 @@ class rate_limiter_options {
   // duration::max() for no limit but the context's deadline.
   rate_limiter_options max_wait(duration d) const;
   // Permits one round trip may lease, 1 to burst: the overshoot per replica.
-  // By default a tenth of the burst (at least 1).
   rate_limiter_options max_lease(std::uint32_t n) const;
-  // How long a leased permit may wait to be spent: positive; 100 ms by
-  // default.
+  // How long a leased permit may wait to be spent: positive.
   rate_limiter_options lease_lifetime(duration d) const;
   rate_limiter_options fallback(fallback_mode m) const;
-  // Replicas assumed for the local share before Redis has told: 1 to 2^16;
-  // 1 by default (the whole quota: set it to the fleet's size).
+  // Replicas assumed for the local share before Redis has told: 1 to 2^16
+  // (the default, 1, gives the whole quota: set it to the fleet's size).
   rate_limiter_options replicas_hint(std::uint32_t n) const;
   rate_limiter_options clock_from(time_source s) const;
   // Every event; the breaker's on the connection's executor, rejections on
@@ -157,7 +171,9 @@ class rate_limiter_options {
   duration per() const noexcept { return per_; }
   std::uint32_t burst() const noexcept { return burst_; }
   duration max_wait() const noexcept { return max_wait_; }
-  std::uint32_t max_lease() const noexcept { return max_lease_ ? max_lease_ : (burst_ / 10 ? burst_ / 10 : 1); }
+  std::uint32_t max_lease() const noexcept {
+    return max_lease_ ? max_lease_ : std::max<std::uint32_t>(burst_ / limiter_defaults::lease_share, 1);
+  }
   duration lease_lifetime() const noexcept { return lease_lifetime_; }
   fallback_mode fallback() const noexcept { return fallback_; }
   std::uint32_t replicas_hint() const noexcept { return replicas_hint_; }
@@ -166,14 +182,14 @@ class rate_limiter_options {
 
  private:
   std::string key_;
-  std::uint32_t tokens_ = 100;
-  duration per_ = std::chrono::seconds(1);
-  std::uint32_t burst_ = 100;
+  std::uint32_t tokens_ = limiter_defaults::tokens;
+  duration per_ = limiter_defaults::per;
+  std::uint32_t burst_ = limiter_defaults::burst;
   duration max_wait_ = duration::zero();
-  std::uint32_t max_lease_ = 0;  // 0: burst / 10
-  duration lease_lifetime_ = std::chrono::milliseconds(100);
+  std::uint32_t max_lease_ = 0;  // 0: from the burst
+  duration lease_lifetime_ = limiter_defaults::lease_lifetime;
   fallback_mode fallback_ = fallback_mode::local_share;
-  std::uint32_t replicas_hint_ = 1;
+  std::uint32_t replicas_hint_ = limiter_defaults::replicas_hint;
   time_source time_source_ = time_source::redis;
   std::function<void(const limiter_event&)> on_event_;
 };
@@ -306,7 +322,7 @@ boost::asio::awaitable<T, Executor> redis_limited_call(Op op, limiter_core* core
 }  // namespace detail
 
 template <resilience::clock Clock = steady_clock>
-class basic_rate_limiter {
+class basic_rate_limiter : public stage_base<basic_rate_limiter<Clock>> {
  public:
   // Not for pipeline()'s purposes: a call that asks Redis waits for the
   // round trip (at most command_timeout) even past the context's deadline,
@@ -324,15 +340,6 @@ class basic_rate_limiter {
   basic_rate_limiter(const basic_rate_limiter&) = delete;
   basic_rate_limiter& operator=(const basic_rate_limiter&) = delete;
 
-  template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) const {
-    return detail::redis_limited_call<resilience::detail::op_value_t<Op>, resilience::detail::op_executor_t<Op>>(
-        std::move(op), core_.get(), &clock_, parent);
-  }
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) const {
-    return run(std::move(op), parent);
-  }
 
   // Until a permit is expected for a call arriving now: zero while the
   // lease holds one; else what Redis last said (or the fallback's figure).
@@ -345,6 +352,12 @@ class basic_rate_limiter {
   const Clock& clock() const noexcept { return clock_; }
 
  private:
+  friend stage_base<basic_rate_limiter>;
+  template <class T, class Executor, class Op>
+  auto call(Op op, const context& parent) const {
+    return detail::redis_limited_call<T, Executor>(
+        std::move(op), core_.get(), &clock_, parent);
+  }
   Clock clock_;
   std::shared_ptr<detail::limiter_core> core_;
 };

@@ -1,0 +1,198 @@
+// resilience/stage.hpp — what a stage is, and the bases that give every
+// stage its call methods.
+//
+// An op is what a stage runs (awaitable_op, below). A stage is an object
+// with
+//
+//   template <awaitable_op Op> auto run(Op op, const context& parent = {}) const;
+//   template <awaitable_op Op> auto operator()(Op op, const context& parent = {}) const;  // = run
+//
+// returning an asio::awaitable of the op's value type on the op's executor.
+// A stage writes only its call, and one of two bases writes the rest:
+//
+// - stage_base<S>: S has shared state (a breaker, a limiter, a bulkhead),
+//   or copies into its call what the call needs (a clock, a duration). The
+//   call refers to the stage or to that state, which must outlive it; a
+//   temporary stage is refused where the call is made a stage of a pipeline
+//   (see compile_fail/). S writes
+//
+//     template <class T, class Executor, class Op>
+//     auto call(Op op, const context& parent) const;
+//
+// - value_stage_base<S>: S is a policy that is copied (retry, hedging,
+//   fallback, chaos). run() copies a named stage into the call's frame, or
+//   moves a temporary in, so the awaitable may outlive the stage;
+//   run_referenced() refers to it instead (what a pipeline that holds the
+//   stage does: no copy per call). S writes
+//
+//     template <class T, class Executor, class Op, class Held>
+//     static constexpr auto call = &detail::my_call<T, Executor, Op, Held>;
+//
+//   naming the coroutine
+//
+//     template <class T, class Executor, class Op, class Held>
+//     boost::asio::awaitable<T, Executor> my_call(Op op, Held self, context parent);
+//
+//   where detail::deref(self) is the stage (Held is the stage, a copy made in
+//   the frame, or a pointer to it). The holder is the coroutine's own
+//   parameter, made in place: a copy made in the frame is made once. A move-only S is never copied: its
+//   run() on a named stage refers to it, as run_referenced() does.
+//
+// In both, T and Executor are the op's value type and executor; S may keep
+// its call private and befriend its base. Adding a
+// strategy is its options, its call, its events: see docs/design.md.
+#pragma once
+
+#include <resilience/context.hpp>
+
+#include <boost/asio/awaitable.hpp>
+
+#include <concepts>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+namespace resilience {
+
+namespace detail {
+template <class A>
+inline constexpr bool is_asio_awaitable = false;
+template <class T, class Executor>
+inline constexpr bool is_asio_awaitable<boost::asio::awaitable<T, Executor>> = true;
+}  // namespace detail
+
+// What every strategy runs: a callable taking `const context&` or nothing
+// and returning `asio::awaitable<T, Executor>`. A plain value, a callable
+// that needs other arguments, or another kind of awaitable is not one.
+template <class Op>
+concept awaitable_op =
+    std::move_constructible<Op> &&
+    ((std::is_invocable_v<Op&, const context&> &&
+      detail::is_asio_awaitable<std::remove_cvref_t<std::invoke_result_t<Op&, const context&>>>) ||
+     (!std::is_invocable_v<Op&, const context&> && std::is_invocable_v<Op&> &&
+      detail::is_asio_awaitable<std::remove_cvref_t<std::invoke_result_t<Op&>>>));
+
+namespace detail {
+
+template <class A>
+struct awaitable_parts;
+template <class T, class Executor>
+struct awaitable_parts<boost::asio::awaitable<T, Executor>> {
+  using value_type = T;
+  using executor_type = Executor;
+};
+
+template <class Op>
+decltype(auto) invoke_op(Op& op, const context& ctx) {
+  if constexpr (std::is_invocable_v<Op&, const context&>) {
+    return op(ctx);
+  } else {
+    static_assert(std::is_invocable_v<Op&>, "op must be callable with () or (const resilience::context&)");
+    return op();
+  }
+}
+
+template <class Op>
+using op_awaitable_t = std::remove_cvref_t<decltype(invoke_op(std::declval<Op&>(), std::declval<const context&>()))>;
+template <class Op>
+using op_value_t = typename awaitable_parts<op_awaitable_t<Op>>::value_type;
+template <class Op>
+using op_executor_t = typename awaitable_parts<op_awaitable_t<Op>>::executor_type;
+
+// A stage named by an lvalue, copied once, straight into the call's frame:
+// the argument only points at the stage, and moving it into the frame (which
+// happens while the call is being made, so the stage is alive) makes the
+// copy. No temporary is copied, moved and destroyed on the way.
+template <class P>
+class copied_into_frame {
+ public:
+  explicit copied_into_frame(const P& p) noexcept : source_(&p) {}
+  copied_into_frame(copied_into_frame&& other) {
+    ::new (static_cast<void*>(&copy_)) P(*other.source_);
+    source_ = &copy_;
+  }
+  copied_into_frame(const copied_into_frame&) = delete;
+  copied_into_frame& operator=(const copied_into_frame&) = delete;
+  ~copied_into_frame() {
+    if (source_ == &copy_) copy_.~P();
+  }
+  const P& get() const noexcept { return *source_; }
+
+ private:
+  const P* source_;  // the original until moved, then the copy
+  union {
+    P copy_;
+  };
+};
+
+// The stage a value stage's call holds, however it holds it.
+template <class P>
+const P& deref(const P* p) noexcept {
+  return *p;
+}
+template <class P>
+const P& deref(const copied_into_frame<P>& p) noexcept {
+  return p.get();
+}
+template <class P>
+const P& deref(const P& p) noexcept {
+  return p;
+}
+
+}  // namespace detail
+
+template <class S>
+class stage_base {
+ public:
+  template <awaitable_op Op>
+  auto run(Op op, const context& parent = {}) const {
+    return static_cast<const S&>(*this).template call<detail::op_value_t<Op>, detail::op_executor_t<Op>>(
+        std::move(op), parent);
+  }
+  template <awaitable_op Op>
+  auto operator()(Op op, const context& parent = {}) const {
+    return run(std::move(op), parent);
+  }
+};
+
+// The holder reaches the call's coroutine as a prvalue: a copied_into_frame
+// copies the stage when the coroutine moves it into its frame, and only then.
+template <class S>
+class value_stage_base {
+ public:
+  template <awaitable_op Op>
+  auto run(Op op, const context& parent = {}) const& {
+    if constexpr (std::is_copy_constructible_v<S>) {
+      return call_for<Op, detail::copied_into_frame<S>>(std::move(op), detail::copied_into_frame<S>(self()), parent);
+    } else {
+      return run_referenced(std::move(op), parent);  // see "Lifetimes" in docs/semantics.md
+    }
+  }
+  template <awaitable_op Op>
+  auto run(Op op, const context& parent = {}) && {
+    return call_for<Op, S>(std::move(op), static_cast<S&&>(*this), parent);
+  }
+  // Refers to this stage, which must outlive the call: never a temporary.
+  template <awaitable_op Op>
+  auto run_referenced(Op op, const context& parent = {}) const& {
+    return call_for<Op, const S*>(std::move(op), &self(), parent);
+  }
+  template <awaitable_op Op>
+  auto run_referenced(Op op, const context& parent = {}) && = delete;
+
+  template <awaitable_op Op>
+  auto operator()(Op op, const context& parent = {}) const& {
+    return run(std::move(op), parent);
+  }
+  template <awaitable_op Op>
+  auto operator()(Op op, const context& parent = {}) && {
+    return static_cast<value_stage_base&&>(*this).run(std::move(op), parent);
+  }
+
+ private:
+  const S& self() const noexcept { return static_cast<const S&>(*this); }
+  template <class Op, class Held>
+  static constexpr auto call_for = S::template call<detail::op_value_t<Op>, detail::op_executor_t<Op>, Op, Held>;
+};
+
+}  // namespace resilience
