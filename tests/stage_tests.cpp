@@ -63,9 +63,46 @@ static_assert(referable<fallback_stage> && !referable_as_temporary<fallback_stag
 static_assert(!referable<resilience::rate_limiter>);
 static_assert(!std::is_copy_constructible_v<resilience::rate_limiter>);
 
+// A stage of a user's own, as the cookbook writes one.
+class call_counter : public resilience::stage_base<call_counter> {
+ public:
+  static constexpr bool respects_deadline = true;
+  call_counter() = default;
+  call_counter(const call_counter&) = delete;
+  int calls() const noexcept { return calls_; }
+
+ private:
+  friend resilience::stage_base<call_counter>;
+  template <class T, class Executor, class Op>
+  auto call(Op op, const resilience::context& parent) const {
+    return counted<T, Executor>(std::move(op), parent, &calls_);
+  }
+  template <class T, class Executor, class Op>
+  static asio::awaitable<T, Executor> counted(Op op, resilience::context ctx, int* calls) {
+    ++*calls;
+    co_return co_await resilience::invoke_op(op, ctx);
+  }
+  mutable int calls_ = 0;
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(stage)
+
+BOOST_AUTO_TEST_CASE(a_stage_of_ones_own_writes_only_its_call_and_composes) {
+  asio::io_context io;
+  const call_counter attempts;
+  int tries = 0;
+  const auto policy = resilience::retry_policy{}.max_attempts(3).backoff(resilience::backoff::constant(0ms));
+  const auto flaky = [&]() -> asio::awaitable<int> {
+    if (++tries < 3) throw boost::system::system_error(resilience::error::timeout);
+    co_return 9;
+  };
+  BOOST_TEST(run_to_end(io, resilience::pipeline(policy, attempts)(flaky)) == 9);
+  BOOST_TEST(attempts.calls() == 3);  // inside the retry: every attempt
+  BOOST_TEST(run_to_end(io, attempts(flaky)) == 9);
+  BOOST_TEST(attempts.calls() == 4);
+}
 
 BOOST_AUTO_TEST_CASE(a_named_value_stage_is_copied_into_the_call_once_and_may_end_first) {
   asio::io_context io;

@@ -141,6 +141,13 @@ const P& deref(const P& p) noexcept {
 
 }  // namespace detail
 
+// Calls op with the context, or with nothing if it takes nothing: what a
+// stage's coroutine does to run the op it decorates.
+template <awaitable_op Op>
+auto invoke_op(Op& op, const context& ctx) {
+  return detail::invoke_op(op, ctx);
+}
+
 template <class S>
 class stage_base {
  public:
