@@ -73,10 +73,12 @@
 #include <resilience/http/retry_after_delay.hpp>
 #include <resilience/properties.hpp>
 #include <resilience/retry.hpp>
+#include <resilience/testing/manual_clock.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/field.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -824,5 +826,25 @@ class basic_client {
 };
 
 using client = basic_client<>;
+
+// The calls most programs and their tests make (a string_body response to
+// an empty_body or string_body request, sent as a copy or by std::ref, on
+// the steady clock or a manual_clock) are compiled once, in the library
+// (lib/http/client_calls.cpp): a program's translation units do not
+// instantiate the client's coroutines for them.
+#define RESILIENCE_HTTP_CLIENT_COMMON_CALLS_ON(X, Clock)                                          \
+  X(Clock, boost::beast::http::request<boost::beast::http::empty_body>)                          \
+  X(Clock, boost::beast::http::request<boost::beast::http::string_body>)                         \
+  X(Clock, std::reference_wrapper<boost::beast::http::request<boost::beast::http::empty_body>>)  \
+  X(Clock, std::reference_wrapper<boost::beast::http::request<boost::beast::http::string_body>>)
+#define RESILIENCE_HTTP_CLIENT_COMMON_CALLS(X)                \
+  RESILIENCE_HTTP_CLIENT_COMMON_CALLS_ON(X, steady_clock)     \
+  RESILIENCE_HTTP_CLIENT_COMMON_CALLS_ON(X, testing::manual_clock)
+#define RESILIENCE_HTTP_CLIENT_CALL(Clock, Held)                                                  \
+  template boost::asio::awaitable<basic_client<Clock>::result<boost::beast::http::string_body>>  \
+  basic_client<Clock>::call<boost::beast::http::string_body, Held>(endpoint, Held, request_options);
+#define RESILIENCE_HTTP_CLIENT_EXTERN_CALL(Clock, Held) extern RESILIENCE_HTTP_CLIENT_CALL(Clock, Held)
+RESILIENCE_HTTP_CLIENT_COMMON_CALLS(RESILIENCE_HTTP_CLIENT_EXTERN_CALL)
+#undef RESILIENCE_HTTP_CLIENT_EXTERN_CALL
 
 }  // namespace resilience::http
