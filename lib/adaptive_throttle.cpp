@@ -1,4 +1,5 @@
 #include <resilience/adaptive_throttle.hpp>
+#include <resilience/detail/with_option.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -8,9 +9,7 @@ namespace resilience {
 
 adaptive_throttle_options adaptive_throttle_options::k(double k) const {
   if (!(k >= 1) || !std::isfinite(k)) throw std::invalid_argument("adaptive_throttle_options::k: must be finite and at least 1");
-  auto o = *this;
-  o.k_ = k;
-  return o;
+  return resilience::detail::with_option(*this, &adaptive_throttle_options::k_, k);
 }
 
 adaptive_throttle_options adaptive_throttle_options::window(duration d) const {
@@ -19,21 +18,15 @@ adaptive_throttle_options adaptive_throttle_options::window(duration d) const {
   // Past a day a window is a configuration mistake, and it keeps bucket
   // numbers far from wrapping their tags.
   if (d > std::chrono::hours(24)) throw std::invalid_argument("adaptive_throttle_options::window: must be at most 24 h");
-  auto o = *this;
-  o.window_ = d;
-  return o;
+  return resilience::detail::with_option(*this, &adaptive_throttle_options::window_, d);
 }
 
 adaptive_throttle_options adaptive_throttle_options::random(random_source r) const {
-  auto o = *this;
-  o.random_ = std::move(r);
-  return o;
+  return resilience::detail::with_option(*this, &adaptive_throttle_options::random_, std::move(r));
 }
 
 adaptive_throttle_options adaptive_throttle_options::on_throttled(std::function<void(const throttle_event&)> f) const {
-  auto o = *this;
-  o.on_throttled_ = std::move(f);
-  return o;
+  return resilience::detail::with_option(*this, &adaptive_throttle_options::on_throttled_, std::move(f));
 }
 
 namespace detail {

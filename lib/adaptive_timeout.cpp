@@ -1,6 +1,7 @@
 // latency_tracker and its options: the validation and the window's
 // bookkeeping, out of the header (see include/resilience/adaptive_timeout.hpp).
 #include <resilience/adaptive_timeout.hpp>
+#include <resilience/detail/with_option.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -14,25 +15,19 @@ latency_tracker_options latency_tracker_options::window(std::size_t samples) con
   if (samples > max_window)
     throw std::invalid_argument("latency_tracker_options: window must be at most max_window (" +
                                 std::to_string(max_window) + " samples), not " + std::to_string(samples));
-  auto o = *this;
-  o.window_ = samples;
-  return o;
+  return resilience::detail::with_option(*this, &latency_tracker_options::window_, samples);
 }
 
 latency_tracker_options latency_tracker_options::percentile(double p) const {
   if (!(p > 0.0 && p <= 100.0))
     throw std::invalid_argument("latency_tracker_options: percentile must be in (0, 100]");
-  auto o = *this;
-  o.percentile_ = p;
-  return o;
+  return resilience::detail::with_option(*this, &latency_tracker_options::percentile_, p);
 }
 
 latency_tracker_options latency_tracker_options::deviations(double k) const {
   if (!(k >= 0.0 && std::isfinite(k)))
     throw std::invalid_argument("latency_tracker_options: deviations must be finite and >= 0");
-  auto o = *this;
-  o.deviations_ = k;
-  return o;
+  return resilience::detail::with_option(*this, &latency_tracker_options::deviations_, k);
 }
 
 latency_tracker_options latency_tracker_options::bounds(duration min, duration max) const {
@@ -46,9 +41,7 @@ latency_tracker_options latency_tracker_options::bounds(duration min, duration m
 
 latency_tracker_options latency_tracker_options::initial(duration limit) const {
   if (limit <= duration::zero()) throw std::invalid_argument("latency_tracker_options: initial must be positive");
-  auto o = *this;
-  o.initial_ = limit;
-  return o;
+  return resilience::detail::with_option(*this, &latency_tracker_options::initial_, limit);
 }
 
 latency_tracker_options latency_tracker_options::min_samples(std::size_t n) const {
@@ -56,9 +49,7 @@ latency_tracker_options latency_tracker_options::min_samples(std::size_t n) cons
   if (n > max_window)
     throw std::invalid_argument("latency_tracker_options: min_samples must be at most max_window (" +
                                 std::to_string(max_window) + "), not " + std::to_string(n));
-  auto o = *this;
-  o.min_samples_ = n;
-  return o;
+  return resilience::detail::with_option(*this, &latency_tracker_options::min_samples_, n);
 }
 
 namespace {

@@ -2,6 +2,7 @@
 // judged when a breaker is built (lib/circuit_breaker.cpp), from the values
 // in effect then, so that the order of the setters never matters.
 #include <resilience/breaker_options.hpp>
+#include <resilience/detail/with_option.hpp>
 
 #include <algorithm>
 #include <stdexcept>
@@ -22,16 +23,12 @@ void check_ratio(double r, const char* what) {
 
 breaker_options breaker_options::consecutive_failures(std::uint32_t n) const {
   if (n == 0) invalid("consecutive_failures must be at least 1");
-  auto o = *this;
-  o.consecutive_failures_ = n;
-  return o;
+  return resilience::detail::with_option(*this, &breaker_options::consecutive_failures_, n);
 }
 
 breaker_options breaker_options::failure_ratio(double ratio) const {
   check_ratio(ratio, "failure_ratio must be in (0, 1]");
-  auto o = *this;
-  o.failure_ratio_ = ratio;
-  return o;
+  return resilience::detail::with_option(*this, &breaker_options::failure_ratio_, ratio);
 }
 
 breaker_options breaker_options::no_failure_ratio() const {
@@ -93,35 +90,25 @@ breaker_options breaker_options::open_duration(duration d) const {
 
 breaker_options breaker_options::open_duration(duration_generator g) const {
   if (!g) invalid("open_duration generator must not be empty");
-  auto o = *this;
-  o.open_generator_ = std::move(g);
-  return o;
+  return resilience::detail::with_option(*this, &breaker_options::open_generator_, std::move(g));
 }
 
 breaker_options breaker_options::half_open_permits(std::uint32_t n) const {
   if (n == 0 || n > max_permits) invalid("half_open_permits must be 1 to 65535");
-  auto o = *this;
-  o.half_open_permits_ = n;
-  return o;
+  return resilience::detail::with_option(*this, &breaker_options::half_open_permits_, n);
 }
 
 breaker_options breaker_options::successes_to_close(std::uint32_t m) const {
   if (m == 0 || m > max_permits) invalid("successes_to_close must be 1 to 65535");
-  auto o = *this;
-  o.successes_to_close_ = m;
-  return o;
+  return resilience::detail::with_option(*this, &breaker_options::successes_to_close_, m);
 }
 
 breaker_options breaker_options::slow_only_above_threshold(bool on) const {
-  auto o = *this;
-  o.slow_strict_ = on;
-  return o;
+  return resilience::detail::with_option(*this, &breaker_options::slow_strict_, on);
 }
 
 breaker_options breaker_options::judge_every_call(bool on) const {
-  auto o = *this;
-  o.judge_every_call_ = on;
-  return o;
+  return resilience::detail::with_option(*this, &breaker_options::judge_every_call_, on);
 }
 
 breaker_options breaker_options::half_open_judged_by_ratio(std::uint32_t probes) const {
@@ -137,21 +124,15 @@ breaker_options breaker_options::half_open_judged_by_ratio(std::uint32_t probes)
 
 breaker_options breaker_options::half_open_limit(duration d) const {
   if (d <= duration::zero()) invalid("half_open_limit must be positive");
-  auto o = *this;
-  o.half_open_limit_ = d;
-  return o;
+  return resilience::detail::with_option(*this, &breaker_options::half_open_limit_, d);
 }
 
 breaker_options breaker_options::on_state_change(std::function<void(const state_change&)> f) const {
-  auto o = *this;
-  o.on_state_change_ = std::move(f);
-  return o;
+  return resilience::detail::with_option(*this, &breaker_options::on_state_change_, std::move(f));
 }
 
 breaker_options breaker_options::on_rejection(std::function<void(const rejection&)> f) const {
-  auto o = *this;
-  o.on_rejection_ = std::move(f);
-  return o;
+  return resilience::detail::with_option(*this, &breaker_options::on_rejection_, std::move(f));
 }
 
 duration breaker_options::open_duration(std::uint32_t opening) const {

@@ -1,32 +1,25 @@
 #include <resilience/chaos.hpp>
+#include <resilience/detail/with_option.hpp>
 
 namespace resilience {
 
 chaos_options chaos_options::rate(double r) const {
   // Written so that NaN fails too.
   if (!(r >= 0.0 && r <= 1.0)) throw std::invalid_argument("chaos_options::rate: must be in [0, 1]");
-  auto o = *this;
-  o.rate_ = r;
-  return o;
+  return resilience::detail::with_option(*this, &chaos_options::rate_, r);
 }
 
 chaos_options chaos_options::inject_if(std::function<bool(const context&)> predicate) const {
   if (!predicate) throw std::invalid_argument("chaos_options::inject_if: predicate must not be empty");
-  auto o = *this;
-  o.predicate_ = std::move(predicate);
-  return o;
+  return resilience::detail::with_option(*this, &chaos_options::predicate_, std::move(predicate));
 }
 
 chaos_options chaos_options::random(random_source source) const {
-  auto o = *this;
-  o.random_ = std::move(source);
-  return o;
+  return resilience::detail::with_option(*this, &chaos_options::random_, std::move(source));
 }
 
 chaos_options chaos_options::on_injected(std::function<void(const chaos_injection&)> hook) const {
-  auto o = *this;
-  o.on_injected_ = std::move(hook);
-  return o;
+  return resilience::detail::with_option(*this, &chaos_options::on_injected_, std::move(hook));
 }
 
 bool chaos_options::decide(const context& ctx) const {

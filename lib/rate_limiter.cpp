@@ -1,4 +1,5 @@
 #include <resilience/rate_limiter.hpp>
+#include <resilience/detail/with_option.hpp>
 
 #include <algorithm>
 #include <stdexcept>
@@ -67,16 +68,12 @@ rate_limiter_options rate_limiter_options::sliding_window(std::uint32_t limit, d
 
 rate_limiter_options rate_limiter_options::max_wait(duration d) const {
   if (d < duration::zero()) invalid("rate_limiter_options::max_wait: must not be negative");
-  auto o = *this;
-  o.max_wait_ = d;
-  return o;
+  return resilience::detail::with_option(*this, &rate_limiter_options::max_wait_, d);
 }
 
 rate_limiter_options rate_limiter_options::max_queue(std::uint32_t n) const {
   if (n > max_limit) invalid("rate_limiter_options::max_queue: must be at most 2^31 - 1");
-  auto o = *this;
-  o.max_queue_ = n;
-  return o;
+  return resilience::detail::with_option(*this, &rate_limiter_options::max_queue_, n);
 }
 
 namespace detail {

@@ -1,4 +1,5 @@
 #include <resilience/retry_budget.hpp>
+#include <resilience/detail/with_option.hpp>
 
 #include <cmath>
 #include <stdexcept>
@@ -24,9 +25,7 @@ retry_throttle::retry_throttle(std::uint32_t max_tokens, double token_ratio)
 
 retry_ratio_budget_options retry_ratio_budget_options::ratio(double r) const {
   if (!(r > 0) || !(r <= 10)) invalid("retry_ratio_budget_options: ratio must be in (0, 10]");
-  auto o = *this;
-  o.ratio_ = r;
-  return o;
+  return resilience::detail::with_option(*this, &retry_ratio_budget_options::ratio_, r);
 }
 
 retry_ratio_budget_options retry_ratio_budget_options::window(duration d) const {
@@ -34,15 +33,11 @@ retry_ratio_budget_options retry_ratio_budget_options::window(duration d) const 
   // Past a day a window is a configuration mistake, and it keeps the
   // bucket arithmetic far from overflow.
   if (d > std::chrono::hours(24)) invalid("retry_ratio_budget_options: window must be at most 24 h");
-  auto o = *this;
-  o.window_ = d;
-  return o;
+  return resilience::detail::with_option(*this, &retry_ratio_budget_options::window_, d);
 }
 
 retry_ratio_budget_options retry_ratio_budget_options::min_retries_per_second(std::uint32_t n) const {
-  auto o = *this;
-  o.min_per_second_ = n;
-  return o;
+  return resilience::detail::with_option(*this, &retry_ratio_budget_options::min_per_second_, n);
 }
 
 namespace detail {

@@ -39,6 +39,7 @@
 #include <resilience/clock.hpp>
 #include <resilience/context.hpp>
 #include <resilience/detail/bounded_run.hpp>
+#include <resilience/detail/with_option.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -65,15 +66,11 @@ class breaker_registry_options {
 
   breaker_registry_options max_breakers(std::size_t n) const {  // at least 1; 1024 by default
     if (n == 0) throw std::invalid_argument("breaker_registry_options: max_breakers must be at least 1");
-    auto o = *this;
-    o.max_breakers_ = n;
-    return o;
+    return resilience::detail::with_option(*this, &breaker_registry_options::max_breakers_, n);
   }
   breaker_registry_options idle_after(duration d) const {  // positive; 5 min by default
     if (d <= duration::zero()) throw std::invalid_argument("breaker_registry_options: idle_after must be positive");
-    auto o = *this;
-    o.idle_after_ = d;
-    return o;
+    return resilience::detail::with_option(*this, &breaker_registry_options::idle_after_, d);
   }
 
   std::size_t max_breakers() const noexcept { return max_breakers_; }

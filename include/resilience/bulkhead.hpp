@@ -53,6 +53,7 @@
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
 #include <resilience/stage.hpp>
+#include <resilience/detail/with_option.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
@@ -99,32 +100,24 @@ class bulkhead_options {
   bulkhead_options max_concurrent(std::uint32_t n) const {
     if (n < 1 || n > max_limit)
       throw std::invalid_argument("bulkhead_options::max_concurrent: must be in [1, 2^31 - 1]");
-    auto o = *this;
-    o.max_concurrent_ = n;
-    return o;
+    return resilience::detail::with_option(*this, &bulkhead_options::max_concurrent_, n);
   }
   // Calls waiting at once: 0 (none waits: a full bulkhead rejects) to
   // max_limit; 0 by default.
   bulkhead_options max_queue(std::uint32_t n) const {
     if (n > max_limit) throw std::invalid_argument("bulkhead_options::max_queue: must be at most 2^31 - 1");
-    auto o = *this;
-    o.max_queue_ = n;
-    return o;
+    return resilience::detail::with_option(*this, &bulkhead_options::max_queue_, n);
   }
   // How long a call waits for a slot: positive, or duration::max() (the
   // default) for no limit.
   bulkhead_options max_wait(duration d) const {
     if (d <= duration::zero()) throw std::invalid_argument("bulkhead_options::max_wait: must be positive");
-    auto o = *this;
-    o.max_wait_ = d;
-    return o;
+    return resilience::detail::with_option(*this, &bulkhead_options::max_wait_, d);
   }
   // Runs on the rejected call's thread, outside any lock. What it throws
   // ends that call in place of bulkhead_full.
   bulkhead_options on_rejected(std::function<void(const bulkhead_rejection&)> f) const {
-    auto o = *this;
-    o.on_rejected_ = std::move(f);
-    return o;
+    return resilience::detail::with_option(*this, &bulkhead_options::on_rejected_, std::move(f));
   }
 
   std::uint32_t max_concurrent() const noexcept { return max_concurrent_; }

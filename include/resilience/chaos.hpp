@@ -51,6 +51,7 @@
 #include <resilience/outcome.hpp>
 #include <resilience/random.hpp>
 #include <resilience/stage.hpp>
+#include <resilience/detail/with_option.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -111,9 +112,7 @@ class chaos_options {
   // The run-time switch, referred to: it must outlive every stage built
   // with these options.
   chaos_options enabled_by(const chaos_switch& s) const {
-    auto o = *this;
-    o.switch_ = &s;
-    return o;
+    return resilience::detail::with_option(*this, &chaos_options::switch_, &s);
   }
   chaos_options enabled_by(const chaos_switch&&) const = delete;
   // Once per injection, on the calling thread. An empty function: none.

@@ -68,6 +68,7 @@
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
 #include <resilience/stage.hpp>
+#include <resilience/detail/with_option.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -130,9 +131,7 @@ class rate_limiter_options {
   // Runs on the rejected call's thread, outside any lock. What it throws
   // ends that call in place of rate_limited.
   rate_limiter_options on_rejected(std::function<void(const rate_limit_rejection&)> f) const {
-    auto o = *this;
-    o.on_rejected_ = std::move(f);
-    return o;
+    return resilience::detail::with_option(*this, &rate_limiter_options::on_rejected_, std::move(f));
   }
 
   algorithm kind() const noexcept { return kind_; }

@@ -2,6 +2,7 @@
 // hooks become waits on the socket's readiness, and every hiredis call runs
 // on the connection's executor.
 #include <resilience/redis/connection.hpp>
+#include <resilience/detail/with_option.hpp>
 
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -36,9 +37,7 @@ connection_options connection_options::tcp(std::string host, std::uint16_t port)
 }
 connection_options connection_options::unix_socket(std::string path) const {
   if (path.empty()) throw std::invalid_argument("redis::connection_options::unix_socket: empty path");
-  auto o = *this;
-  o.socket_path_ = std::move(path);
-  return o;
+  return resilience::detail::with_option(*this, &connection_options::socket_path_, std::move(path));
 }
 connection_options connection_options::password(std::string password) const {
   auto o = *this;
@@ -55,21 +54,15 @@ connection_options connection_options::user(std::string username, std::string pa
 }
 connection_options connection_options::database(int index) const {
   if (index < 0) throw std::invalid_argument("redis::connection_options::database: negative index");
-  auto o = *this;
-  o.database_ = index;
-  return o;
+  return resilience::detail::with_option(*this, &connection_options::database_, index);
 }
 connection_options connection_options::connect_timeout(duration d) const {
   if (d <= duration::zero()) throw std::invalid_argument("redis::connection_options::connect_timeout: not positive");
-  auto o = *this;
-  o.connect_timeout_ = d;
-  return o;
+  return resilience::detail::with_option(*this, &connection_options::connect_timeout_, d);
 }
 connection_options connection_options::command_timeout(duration d) const {
   if (d <= duration::zero()) throw std::invalid_argument("redis::connection_options::command_timeout: not positive");
-  auto o = *this;
-  o.command_timeout_ = d;
-  return o;
+  return resilience::detail::with_option(*this, &connection_options::command_timeout_, d);
 }
 
 namespace detail {

@@ -28,9 +28,7 @@ rate_limiter_options rate_limiter_options::key(std::string k) const {
   if (k.size() > 200) throw std::invalid_argument("redis::rate_limiter_options::key: longer than 200 bytes");
   if (k.find_first_of("{}") != std::string::npos)
     throw std::invalid_argument("redis::rate_limiter_options::key: '{' or '}' (the library adds the hash tag)");
-  auto o = *this;
-  o.key_ = std::move(k);
-  return o;
+  return resilience::detail::with_option(*this, &rate_limiter_options::key_, std::move(k));
 }
 
 rate_limiter_options rate_limiter_options::token_bucket(std::uint32_t tokens, duration per,
@@ -51,52 +49,38 @@ rate_limiter_options rate_limiter_options::token_bucket(std::uint32_t tokens, du
 
 rate_limiter_options rate_limiter_options::max_wait(duration d) const {
   if (d < duration::zero()) throw std::invalid_argument("redis::rate_limiter_options::max_wait: negative");
-  auto o = *this;
-  o.max_wait_ = d;
-  return o;
+  return resilience::detail::with_option(*this, &rate_limiter_options::max_wait_, d);
 }
 
 rate_limiter_options rate_limiter_options::max_lease(std::uint32_t n) const {
   if (n == 0 || n > burst_) throw std::invalid_argument("redis::rate_limiter_options::max_lease: not in [1, burst]");
-  auto o = *this;
-  o.max_lease_ = n;
-  return o;
+  return resilience::detail::with_option(*this, &rate_limiter_options::max_lease_, n);
 }
 
 rate_limiter_options rate_limiter_options::lease_lifetime(duration d) const {
   if (d <= duration::zero()) throw std::invalid_argument("redis::rate_limiter_options::lease_lifetime: not positive");
-  auto o = *this;
-  o.lease_lifetime_ = d;
-  return o;
+  return resilience::detail::with_option(*this, &rate_limiter_options::lease_lifetime_, d);
 }
 
 rate_limiter_options rate_limiter_options::fallback(fallback_mode m) const {
   if (m != fallback_mode::local_share && m != fallback_mode::fail_open && m != fallback_mode::fail_closed)
     throw std::invalid_argument("redis::rate_limiter_options::fallback: unknown mode");
-  auto o = *this;
-  o.fallback_ = m;
-  return o;
+  return resilience::detail::with_option(*this, &rate_limiter_options::fallback_, m);
 }
 
 rate_limiter_options rate_limiter_options::replicas_hint(std::uint32_t n) const {
   if (n == 0 || n > 65536) throw std::invalid_argument("redis::rate_limiter_options::replicas_hint: not in [1, 65536]");
-  auto o = *this;
-  o.replicas_hint_ = n;
-  return o;
+  return resilience::detail::with_option(*this, &rate_limiter_options::replicas_hint_, n);
 }
 
 rate_limiter_options rate_limiter_options::clock_from(time_source s) const {
   if (s != time_source::redis && s != time_source::local)
     throw std::invalid_argument("redis::rate_limiter_options::clock_from: unknown source");
-  auto o = *this;
-  o.time_source_ = s;
-  return o;
+  return resilience::detail::with_option(*this, &rate_limiter_options::time_source_, s);
 }
 
 rate_limiter_options rate_limiter_options::on_event(std::function<void(const limiter_event&)> f) const {
-  auto o = *this;
-  o.on_event_ = std::move(f);
-  return o;
+  return resilience::detail::with_option(*this, &rate_limiter_options::on_event_, std::move(f));
 }
 
 namespace detail {
@@ -511,6 +495,7 @@ std::shared_ptr<limiter_core> limiter_core::make(asio::any_io_executor ex, conne
 }  // namespace resilience::redis
 
 #include <resilience/redis/limiter_meter.hpp>
+#include <resilience/detail/with_option.hpp>
 
 namespace resilience::redis {
 namespace {

@@ -74,6 +74,7 @@
 #include <resilience/properties.hpp>
 #include <resilience/retry.hpp>
 #include <resilience/testing/manual_clock.hpp>
+#include <resilience/detail/with_option.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -130,31 +131,23 @@ class client_options {
   // The whole call: positive, or duration::max() for none. 30 s.
   client_options total_timeout(duration d) const {
     if (d <= duration::zero()) throw std::invalid_argument("http::client_options::total_timeout: must be positive");
-    auto o = *this;
-    o.total_ = d;
-    return o;
+    return resilience::detail::with_option(*this, &client_options::total_, d);
   }
   // Each attempt: positive, at most total_timeout() (checked when a client
   // is built). 10 s.
   client_options attempt_timeout(duration d) const {
     if (d <= duration::zero()) throw std::invalid_argument("http::client_options::attempt_timeout: must be positive");
-    auto o = *this;
-    o.attempt_ = d;
-    return o;
+    return resilience::detail::with_option(*this, &client_options::attempt_, d);
   }
   // Retries after the first attempt: 0 (none) to 100. 3.
   client_options max_retries(std::uint32_t n) const {
     if (n > 100) throw std::invalid_argument("http::client_options::max_retries: must be at most 100");
-    auto o = *this;
-    o.retries_ = n;
-    return o;
+    return resilience::detail::with_option(*this, &client_options::retries_, n);
   }
   // The waits between attempts when the server names none. Exponential from
   // 2 s, doubling, capped at 30 s, with full jitter.
   client_options backoff(const resilience::backoff& b) const {
-    auto o = *this;
-    o.backoff_ = b;
-    return o;
+    return resilience::detail::with_option(*this, &client_options::backoff_, b);
   }
   // The longest Retry-After honoured; a response asking for longer (or for a
   // wait past the total deadline) ends the call as it is. Positive. 30 s.
@@ -168,24 +161,18 @@ class client_options {
   // same moment (never sooner than the server asked). On by default; off
   // waits the Retry-After exactly.
   client_options jitter_retry_after(bool on = true) const {
-    auto o = *this;
-    o.retry_after_ = o.retry_after_.jittered(on);
-    return o;
+    return resilience::detail::with_option(*this, &client_options::retry_after_, retry_after_.jittered(on));
   }
   // The whole Retry-After rule at once, e.g. with the wall clock an
   // HTTP-date is measured from when a response has no Date header:
   // retry_after(retry_after_delay{}.max_retry_after(10s).wall_clock(&now)).
   client_options retry_after(retry_after_delay r) const {
-    auto o = *this;
-    o.retry_after_ = r;
-    return o;
+    return resilience::detail::with_option(*this, &client_options::retry_after_, r);
   }
   // Which statuses and network errors are retried. http::classifier{}:
   // 408, 429, 500, 502, 503, 504, and the transient network errors.
   client_options retry_classifier(http::classifier c) const {
-    auto o = *this;
-    o.classifier_ = std::move(c);
-    return o;
+    return resilience::detail::with_option(*this, &client_options::classifier_, std::move(c));
   }
   // Every endpoint's breaker, judging attempts: opens when half the attempts
   // of the last 30 s failed, once there were 20 of them, for 5 s. A breaker
@@ -197,22 +184,16 @@ class client_options {
   // in 30 s): failure_ratio(0.1).minimum_calls(100).time_window(30s)
   // .open_duration(5s) (every setting, since this replaces them all).
   client_options breaker(breaker_options b) const {
-    auto o = *this;
-    o.breaker_ = std::move(b);
-    return o;
+    return resilience::detail::with_option(*this, &client_options::breaker_, std::move(b));
   }
   client_options breaker_limits(breaker_registry_options r) const {
-    auto o = *this;
-    o.breaker_limits_ = r;
-    return o;
+    return resilience::detail::with_option(*this, &client_options::breaker_limits_, r);
   }
   // The header each attempt sends its time left in (grpc-timeout, or a
   // milliseconds header); none by default: a header a server does not know
   // tells it nothing, and it tells every server your timeouts.
   client_options deadline_header(http::deadline_header h) const {
-    auto o = *this;
-    o.header_ = std::move(h);
-    return o;
+    return resilience::detail::with_option(*this, &client_options::header_, std::move(h));
   }
   // Taken off the time sent, for the response's way back: zero or more, and
   // shorter than attempt_timeout() (checked when a client is built; the
@@ -228,9 +209,7 @@ class client_options {
   // beast::http::error::body_limit (not retried). At least 1. 8 MiB.
   client_options max_response_body(std::uint64_t bytes) const {
     if (bytes == 0) throw std::invalid_argument("http::client_options::max_response_body: must be at least 1");
-    auto o = *this;
-    o.max_body_ = bytes;
-    return o;
+    return resilience::detail::with_option(*this, &client_options::max_body_, bytes);
   }
   // The largest response header (status line and fields) read; a larger one
   // ends the attempt with beast::http::error::header_limit (not retried).
@@ -238,14 +217,10 @@ class client_options {
   // sends large cookies or tokens in its headers.
   client_options max_response_header(std::uint32_t bytes) const {
     if (bytes == 0) throw std::invalid_argument("http::client_options::max_response_header: must be at least 1");
-    auto o = *this;
-    o.max_header_ = bytes;
-    return o;
+    return resilience::detail::with_option(*this, &client_options::max_header_, bytes);
   }
   client_options pool(connection_pool_options p) const {
-    auto o = *this;
-    o.pool_ = std::move(p);
-    return o;
+    return resilience::detail::with_option(*this, &client_options::pool_, std::move(p));
   }
   // A retry budget shared by every call of this client (retry_budget.hpp:
   // gRPC's retry_throttle, or a retry_ratio_budget), told how each attempt
@@ -255,9 +230,7 @@ class client_options {
   // must outlive the client. None by default.
   template <resilience::retry_budget B>
   client_options budget(B& b) const {
-    auto o = *this;
-    o.budget_ = resilience::detail::budget_ref::to(b);
-    return o;
+    return resilience::detail::with_option(*this, &client_options::budget_, resilience::detail::budget_ref::to(b));
   }
   template <class B>
   client_options budget(B&&) const
@@ -266,24 +239,18 @@ class client_options {
   // Runs on the calling coroutine's executor when the budget refuses a
   // retry. Must not throw.
   client_options on_budget_refused(std::function<void(const budget_refusal&)> f) const {
-    auto o = *this;
-    o.on_budget_refused_ = std::move(f);
-    return o;
+    return resilience::detail::with_option(*this, &client_options::on_budget_refused_, std::move(f));
   }
   // Runs on the calling coroutine's executor before each retry's wait. Must
   // not throw.
   client_options on_retry(std::function<void(const client_retry_event&)> f) const {
-    auto o = *this;
-    o.on_retry_ = std::move(f);
-    return o;
+    return resilience::detail::with_option(*this, &client_options::on_retry_, std::move(f));
   }
   // Runs on the calling coroutine's executor as a call returns, with how many
   // attempts it took (per-attempt metrics without wrapping each call). Not
   // run for a call whose coroutine is destroyed unfinished. Must not throw.
   client_options on_call_finished(std::function<void(const client_call_event&)> f) const {
-    auto o = *this;
-    o.on_finished_ = std::move(f);
-    return o;
+    return resilience::detail::with_option(*this, &client_options::on_finished_, std::move(f));
   }
 
   duration total_timeout() const noexcept { return total_; }
@@ -336,15 +303,11 @@ class request_options {
  public:
   // Done by then, whatever total_timeout() allows (an inbound request's deadline).
   request_options deadline(time_point at) const noexcept {
-    auto o = *this;
-    o.deadline_ = at;
-    return o;
+    return resilience::detail::with_option(*this, &request_options::deadline_, at);
   }
   // Whether repeating this request is harmless, instead of is_idempotent(req).
   request_options idempotent(bool yes) const noexcept {
-    auto o = *this;
-    o.idempotent_ = yes;
-    return o;
+    return resilience::detail::with_option(*this, &request_options::idempotent_, yes);
   }
   // Inside a caller's call (a server handler's context, an outer stage's):
   // its deadline bounds this call too, and when the call ends it sets

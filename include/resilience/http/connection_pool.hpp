@@ -53,6 +53,7 @@
 #include <resilience/clock.hpp>
 #include <resilience/error.hpp>
 #include <resilience/timeout.hpp>
+#include <resilience/detail/with_option.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -158,58 +159,42 @@ class connection_pool_options {
   connection_pool_options max_connections_per_host(std::uint32_t n) const {
     if (n < 1 || n > max_limit)
       throw std::invalid_argument("connection_pool_options::max_connections_per_host: must be in [1, 65535]");
-    auto o = *this;
-    o.max_connections_ = n;
-    return o;
+    return resilience::detail::with_option(*this, &connection_pool_options::max_connections_, n);
   }
   // How long a connection may sit idle before it is closed: positive; 60 s by
   // default (servers commonly drop idle connections after a minute or more,
   // and reusing one the server is closing fails the request).
   connection_pool_options idle_timeout(duration d) const {
     if (d <= duration::zero()) throw std::invalid_argument("connection_pool_options::idle_timeout: must be positive");
-    auto o = *this;
-    o.idle_timeout_ = d;
-    return o;
+    return resilience::detail::with_option(*this, &connection_pool_options::idle_timeout_, d);
   }
   // The bound on name resolution: positive; 5 s by default.
   connection_pool_options resolve_timeout(duration d) const {
     if (d <= duration::zero())
       throw std::invalid_argument("connection_pool_options::resolve_timeout: must be positive");
-    auto o = *this;
-    o.resolve_timeout_ = d;
-    return o;
+    return resilience::detail::with_option(*this, &connection_pool_options::resolve_timeout_, d);
   }
   // Whether a caller finding every connection in use waits (the default) or
   // ends at once with error::bulkhead_full.
   connection_pool_options wait_for_connection(bool wait) const {
-    auto o = *this;
-    o.wait_ = wait;
-    return o;
+    return resilience::detail::with_option(*this, &connection_pool_options::wait_, wait);
   }
   // The TLS settings for https endpoints. Null (the default): the system's
   // trusted certificates. Peers are verified, with their host name, unless
   // verify_peer(false).
   connection_pool_options tls_context(std::shared_ptr<boost::asio::ssl::context> ctx) const {
-    auto o = *this;
-    o.tls_ = std::move(ctx);
-    return o;
+    return resilience::detail::with_option(*this, &connection_pool_options::tls_, std::move(ctx));
   }
   connection_pool_options verify_peer(bool verify) const {
-    auto o = *this;
-    o.verify_ = verify;
-    return o;
+    return resilience::detail::with_option(*this, &connection_pool_options::verify_, verify);
   }
   // Events, on the thread of the call that caused them, outside the pool's
   // lock. They must not throw.
   connection_pool_options on_opened(std::function<void(std::string_view key)> f) const {
-    auto o = *this;
-    o.on_opened_ = std::move(f);
-    return o;
+    return resilience::detail::with_option(*this, &connection_pool_options::on_opened_, std::move(f));
   }
   connection_pool_options on_closed(std::function<void(std::string_view key, close_reason)> f) const {
-    auto o = *this;
-    o.on_closed_ = std::move(f);
-    return o;
+    return resilience::detail::with_option(*this, &connection_pool_options::on_closed_, std::move(f));
   }
 
   std::uint32_t max_connections_per_host() const noexcept { return max_connections_; }
