@@ -333,8 +333,7 @@ class throttle_stage : public stage_base<throttle_stage<Classifier, Clock>> {
   friend stage_base<throttle_stage>;
   template <class T, class Executor, class Op>
   auto call(Op op, const context& parent) const {
-    return detail::throttle_call<T, Executor>(std::move(op), core_, clock_,
-                                                                                   accepted_, parent);
+    return detail::throttle_call<T, Executor>(std::move(op), core_, clock_, accepted_, parent);
   }
   detail::throttle_core* core_;
   const Clock* clock_;

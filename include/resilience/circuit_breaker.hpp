@@ -262,8 +262,7 @@ class breaker_stage : public stage_base<breaker_stage<Classifier, Clock>> {
   friend stage_base<breaker_stage>;
   template <class T, class Executor, class Op>
   auto call(Op op, const context& parent) const {
-    return detail::breaker_call<T, Executor>(std::move(op), core_,
-                                                                                 classifier_, parent);
+    return detail::breaker_call<T, Executor>(std::move(op), core_, classifier_, parent);
   }
   detail::breaker_core* core_;  // its clock is a Clock: the breaker made it so
   [[no_unique_address]] Classifier classifier_;

@@ -298,14 +298,14 @@ class basic_metered_stage : public stage_base<basic_metered_stage<Clock, Failure
     return basic_metered_stage<Clock, C>(series_, clock_, std::move(classifier));
   }
 
-  // The frame keeps a copy of the clock: only the registry must outlive it.
+  // run(op) and stage(op) (stage_base): the call keeps a copy of the clock,
+  // so only the registry must outlive it.
 
  private:
   friend stage_base<basic_metered_stage>;
   template <class T, class Executor, class Op>
   auto call(Op op, const context& parent) const {
-    return detail::metered_call<T, Executor>(std::move(op), series_, clock_,
-                                                                                  failure_, parent);
+    return detail::metered_call<T, Executor>(std::move(op), series_, clock_, failure_, parent);
   }
   friend class metrics;
   template <resilience::clock, class>

@@ -11,10 +11,10 @@
 // A stage writes only its call, and one of two bases writes the rest:
 //
 // - stage_base<S>: S has shared state (a breaker, a limiter, a bulkhead),
-//   or copies into its call what the call needs (a clock, a duration). The
-//   call refers to the stage or to that state, which must outlive it; a
-//   temporary stage is refused where the call is made a stage of a pipeline
-//   (see compile_fail/). S writes
+//   which the call refers to and which must outlive it (a temporary one is
+//   refused where it is made a stage of a pipeline: see compile_fail/); or
+//   S copies into its call what the call needs (a timeout's duration and
+//   clock), so the call may outlive it. S writes
 //
 //     template <class T, class Executor, class Op>
 //     auto call(Op op, const context& parent) const;
@@ -142,11 +142,15 @@ const P& deref(const P& p) noexcept {
 }  // namespace detail
 
 // Calls op with the context, or with nothing if it takes nothing: what a
-// stage's coroutine does to run the op it decorates.
-template <awaitable_op Op>
-auto invoke_op(Op& op, const context& ctx) {
-  return detail::invoke_op(op, ctx);
-}
+// stage's coroutine does to run the op it decorates. A function object, so
+// that argument-dependent lookup never picks it for the library's own
+// unqualified calls.
+inline constexpr struct {
+  template <awaitable_op Op>
+  auto operator()(Op& op, const context& ctx) const {
+    return detail::invoke_op(op, ctx);
+  }
+} invoke_op{};
 
 template <class S>
 class stage_base {

@@ -4,6 +4,8 @@
 #include <resilience/redis/rate_limiter.hpp>
 
 #include <resilience/backoff.hpp>
+#include <resilience/detail/with_option.hpp>
+#include <resilience/redis/limiter_meter.hpp>
 #include <resilience/rate_limiter.hpp>
 
 #include <boost/asio/post.hpp>
@@ -329,13 +331,17 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
   void apply(const grant& g, time_point now) {
     const auto seen = static_cast<std::uint32_t>(std::clamp<std::int64_t>(g.replicas, 0, 65536));
     replicas_.store(seen, std::memory_order_relaxed);
-    // The local share divides by the most replicas seen within the window: a
+    // The local share divides by the most replicas heard of in the last one
+    // to two windows (the largest count of this window and of the last): a
     // Redis restarted empty counts only those that reached it since, and a
     // share sized on that count would over-admit.
-    if (seen >= replicas_peak_ || now - replicas_peak_at_ >= limiter_defaults::replicas_window) {
-      replicas_peak_ = seen;
-      replicas_peak_at_ = now;
+    const duration age = now - replicas_window_start_;
+    if (age >= limiter_defaults::replicas_window) {
+      replicas_last_window_ = age >= 2 * limiter_defaults::replicas_window ? 0 : replicas_this_window_;
+      replicas_this_window_ = 0;
+      replicas_window_start_ = now;
     }
+    replicas_this_window_ = std::max(replicas_this_window_, seen);
     leased_total_.fetch_add(static_cast<std::uint64_t>(g.granted), std::memory_order_relaxed);
     had_lease_ = g.granted > 0;
     lease_granted_at_ = now;
@@ -371,7 +377,8 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
   void fall_back(error_code why) {
     if (falling_back_.load(std::memory_order_relaxed)) return;
     if (options_.fallback() == fallback_mode::local_share) {
-      const std::uint32_t replicas = replicas_peak_ ? replicas_peak_ : options_.replicas_hint();
+      const std::uint32_t heard = std::max(replicas_this_window_, replicas_last_window_);
+      const std::uint32_t replicas = heard ? heard : options_.replicas_hint();
       // This replica's share: tokens per (per × replicas), a burst of burst /
       // replicas. A share the local limiter cannot express (per × replicas
       // past its range) admits nothing: fail closed rather than throw here.
@@ -468,8 +475,8 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
   bool had_lease_ = false;
   time_point lease_granted_at_{};
   std::uint32_t probe_attempt_ = 0;
-  std::uint32_t replicas_peak_ = 0;
-  time_point replicas_peak_at_{};
+  std::uint32_t replicas_this_window_ = 0, replicas_last_window_ = 0;
+  time_point replicas_window_start_{};
   std::minstd_rand jitter_{std::random_device{}()};
 
   mutable std::mutex share_mutex_;
@@ -494,8 +501,6 @@ std::shared_ptr<limiter_core> limiter_core::make(asio::any_io_executor ex, conne
 }  // namespace detail
 }  // namespace resilience::redis
 
-#include <resilience/redis/limiter_meter.hpp>
-#include <resilience/detail/with_option.hpp>
 
 namespace resilience::redis {
 namespace {

@@ -1,5 +1,6 @@
 #include <resilience/testing/redis_server.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -11,6 +12,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -93,7 +95,10 @@ std::string redis_server::log_file() const { return (dir_ / "redis.log").string(
 redis::connection_options redis_server::connection() const { return redis::connection_options{}.unix_socket(socket_); }
 
 void redis_server::start() {
-  if (running()) return;
+  if (running()) {
+    if (::waitpid(pid_, nullptr, WNOHANG) != pid_) return;  // still up
+    pid_ = -1;  // it died on its own: start it again
+  }
   const std::string notify_path = (dir_ / "notify.sock").string();
   fd_guard notify{bind_notify_socket(notify_path)};
 
@@ -129,25 +134,36 @@ void redis_server::start() {
     ::dup2(log_fd >= 0 ? log_fd : null, 1);
     ::dup2(log_fd >= 0 ? log_fd : null, 2);
     ::close_range(3, ~0u, 0);  // none of the program's descriptors in the server
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);  // not the starting thread's blocked signals
     ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
   pid_ = pid;
 
   // Ready when it says so; failed when it exits first (its pidfd becomes
-  // readable) or says nothing within 10 s.
+  // readable; without pidfd_open, a reap between slices of the wait) or
+  // says nothing within 10 s (a redis-server built without systemd support
+  // never does: Debian's is built with it).
   fd_guard exited{static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))};
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   const auto fail = [&](const std::string& why) {
     kill();
+    ::unlink(notify_path.c_str());
     throw std::runtime_error("redis_server: redis-server " + why + "; see " + log_file());
   };
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
     if (left.count() <= 0) fail("was not ready within 10 s");
     pollfd fds[2] = {{notify.fd, POLLIN, 0}, {exited.fd, POLLIN, 0}};
-    const int n = ::poll(fds, exited.fd >= 0 ? 2 : 1, static_cast<int>(left.count()));
+    const int slice = exited.fd >= 0 ? static_cast<int>(left.count()) : std::min<int>(100, static_cast<int>(left.count()));
+    const int n = ::poll(fds, exited.fd >= 0 ? 2 : 1, slice);
     if (n < 0 && errno != EINTR) fail("could not be waited for");
+    if (exited.fd < 0 && n == 0 && ::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+      pid_ = -1;
+      fail("exited at once");
+    }
     if (fds[0].revents & POLLIN) {
       char message[512];
       const auto got = ::recv(notify.fd, message, sizeof message - 1, 0);
@@ -159,7 +175,7 @@ void redis_server::start() {
     } else if (exited.fd >= 0 && (fds[1].revents & POLLIN)) {
       ::waitpid(pid_, nullptr, 0);
       pid_ = -1;
-      throw std::runtime_error("redis_server: redis-server exited at once; see " + log_file());
+      fail("exited at once");
     }
   }
   ::unlink(notify_path.c_str());

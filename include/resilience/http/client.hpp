@@ -536,44 +536,10 @@ class basic_client {
   }
 
   // `held` is the request, or a reference_wrapper to the caller's.
+  // Defined below the class, not inline: so that the common calls declared
+  // extern there are not instantiated in a program's translation units.
   template <class ResBody, class Held>
-  boost::asio::awaitable<result<ResBody>> call(endpoint to, Held held, request_options options) {
-    namespace bhttp = boost::beast::http;
-    auto& req = request_of(held);
-    if (!http::detail::holds(req, bhttp::field::host)) req.set(bhttp::field::host, to.authority());
-    req.prepare_payload();
-    // The call's own marks: its classifier must read this request's, not
-    // those of another call made meanwhile under the same caller's context.
-    properties props;
-    props.set(http::idempotent, options.idempotent().value_or(is_idempotent(req)));
-    context ctx = context{}.with(props);
-    // The total bound: the retry never waits past it, and each attempt's own
-    // bound ends there at the latest.
-    const time_point now = clock_.now();
-    ctx.deadline = std::min(options.deadline(), saturating_add(now, options_.total_timeout()));
-    const std::string key = to.key();
-    const auto breaker = breakers_.breaker_for(key, now);
-    std::uint32_t attempts = 0;
-    auto attempt_op = [&](const context& c) { return attempt<ResBody>(to, key, req, *breaker, attempts, c); };
-    auto res = co_await co_retry(std::move(attempt_op), std::cref(retry_), ctx);
-    // Cancelled at or past the deadline: by the caller's bound for that same
-    // deadline (a server's handler bound), which is the deadline, not a stop.
-    if (res.has_error() && res.error() == boost::asio::error::operation_aborted && ctx.has_deadline() &&
-        clock_.now() >= ctx.deadline)
-      res = error_code(error::deadline_exceeded);
-    if (const auto& report = options_.on_call_finished()) {
-      report(client_call_event{attempts, res.has_error() ? res.error() : error_code{},
-                               res.has_value() ? res->result_int() : 0u, req.method(), &to, clock_.now() - now});
-    }
-    // The caller learns whether this request may have reached the server (a
-    // stage around it must not repeat a POST that did), added to what its
-    // other calls left. Each attempt clears the mark for itself: after more
-    // than one, an earlier one may have been sent.
-    if (properties* caller = options.caller_properties()) {
-      if (attempts > 1 || ctx.value_or(request_may_have_been_sent, false)) caller->set(request_may_have_been_sent, true);
-    }
-    co_return res;
-  }
+  boost::asio::awaitable<result<ResBody>> call(endpoint to, Held held, request_options options);
 
   // One attempt: the breaker's permit, a connection, then the exchange on it
   // (a frame of its own: one frame of both would pass the 1,020 bytes that
@@ -788,13 +754,55 @@ class basic_client {
   retry_type retry_;
 };
 
+template <resilience::clock Clock>
+template <class ResBody, class Held>
+boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> basic_client<Clock>::call(
+    endpoint to, Held held, request_options options) {
+  namespace bhttp = boost::beast::http;
+  auto& req = request_of(held);
+  if (!http::detail::holds(req, bhttp::field::host)) req.set(bhttp::field::host, to.authority());
+  req.prepare_payload();
+  // The call's own marks: its classifier must read this request's, not
+  // those of another call made meanwhile under the same caller's context.
+  properties props;
+  props.set(http::idempotent, options.idempotent().value_or(is_idempotent(req)));
+  context ctx = context{}.with(props);
+  // The total bound: the retry never waits past it, and each attempt's own
+  // bound ends there at the latest.
+  const time_point now = clock_.now();
+  ctx.deadline = std::min(options.deadline(), saturating_add(now, options_.total_timeout()));
+  const std::string key = to.key();
+  const auto breaker = breakers_.breaker_for(key, now);
+  std::uint32_t attempts = 0;
+  auto attempt_op = [&](const context& c) { return attempt<ResBody>(to, key, req, *breaker, attempts, c); };
+  auto res = co_await co_retry(std::move(attempt_op), std::cref(retry_), ctx);
+  // Cancelled at or past the deadline: by the caller's bound for that same
+  // deadline (a server's handler bound), which is the deadline, not a stop.
+  if (res.has_error() && res.error() == boost::asio::error::operation_aborted && ctx.has_deadline() &&
+      clock_.now() >= ctx.deadline)
+    res = error_code(error::deadline_exceeded);
+  if (const auto& report = options_.on_call_finished()) {
+    report(client_call_event{attempts, res.has_error() ? res.error() : error_code{},
+                             res.has_value() ? res->result_int() : 0u, req.method(), &to, clock_.now() - now});
+  }
+  // The caller learns whether this request may have reached the server (a
+  // stage around it must not repeat a POST that did), added to what its
+  // other calls left. Each attempt clears the mark for itself: after more
+  // than one, an earlier one may have been sent.
+  if (properties* caller = options.caller_properties()) {
+    if (attempts > 1 || ctx.value_or(request_may_have_been_sent, false)) caller->set(request_may_have_been_sent, true);
+  }
+  co_return res;
+}
+
 using client = basic_client<>;
 
 // The calls most programs and their tests make (a string_body response to
 // an empty_body or string_body request, sent as a copy or by std::ref, on
 // the steady clock or a manual_clock) are compiled once, in the library
 // (lib/http/client_calls.cpp): a program's translation units do not
-// instantiate the client's coroutines for them.
+// instantiate the client's coroutines for them (call() is defined out of the
+// class for this: an inline function would be instantiated all the same).
 #define RESILIENCE_HTTP_CLIENT_COMMON_CALLS_ON(X, Clock)                                          \
   X(Clock, boost::beast::http::request<boost::beast::http::empty_body>)                          \
   X(Clock, boost::beast::http::request<boost::beast::http::string_body>)                         \

@@ -48,9 +48,9 @@
 // falls back, calls make no round trip and are decided by fallback():
 //   - local_share (the default): a local token bucket at this replica's
 //     share of the quota, rate / replicas, where replicas is the largest
-//     number of replicas Redis reported using the key within
-//     limiter_defaults::replicas_window (replicas_hint() until Redis was
-//     reached once);
+//     number of replicas Redis reported using the key in the last one to
+//     two limiter_defaults::replicas_window (replicas_hint() until Redis
+//     was reached once);
 //   - fail_open: every call admitted;
 //   - fail_closed: every call rejected with rate_limited.
 //
@@ -339,7 +339,6 @@ class basic_rate_limiter : public stage_base<basic_rate_limiter<Clock>> {
   ~basic_rate_limiter() { core_->shutdown(); }
   basic_rate_limiter(const basic_rate_limiter&) = delete;
   basic_rate_limiter& operator=(const basic_rate_limiter&) = delete;
-
 
   // Until a permit is expected for a call arriving now: zero while the
   // lease holds one; else what Redis last said (or the fallback's figure).

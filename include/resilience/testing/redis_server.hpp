@@ -10,7 +10,8 @@
 // a temporary directory of its own, with no persistence and no TCP port. It
 // is ready when its constructor or start() returns: the server says so
 // itself (`--supervised systemd`, READY=1 on a notification socket), so
-// nothing polls or sleeps. Part of resilience::redis.
+// nothing polls or sleeps. That needs a redis-server built with systemd
+// support, as Debian's is. Part of resilience::redis.
 //
 // Errors: the constructor and start() throw std::runtime_error saying why
 // (redis-server not installed, exited at once, or not ready within 10 s; the
@@ -44,7 +45,8 @@ class redis_server {
   redis_server(const redis_server&) = delete;
   redis_server& operator=(const redis_server&) = delete;
 
-  // Starts it again after kill(). Throws std::runtime_error.
+  // Starts it again after kill(), or after it died on its own. Nothing if it
+  // runs. Throws std::runtime_error.
   void start();
   // SIGKILL, as a crash. Nothing if it is not running.
   void kill() noexcept;
@@ -52,6 +54,7 @@ class redis_server {
   void pause() noexcept;
   void resume() noexcept;
 
+  // Started and not killed (it may have died on its own since).
   bool running() const noexcept { return pid_ > 0; }
   const std::string& socket() const noexcept { return socket_; }
   std::string log_file() const;
