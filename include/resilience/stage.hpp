@@ -35,12 +35,13 @@
 //
 //   where detail::deref(self) is the stage (Held is the stage, a copy made in
 //   the frame, or a pointer to it). The holder is the coroutine's own
-//   parameter, made in place: a copy made in the frame is made once. A move-only S is never copied: its
-//   run() on a named stage refers to it, as run_referenced() does.
+//   parameter, made in place, so a named stage is copied once. A move-only
+//   S is never copied: its run() on a named stage refers to it, as
+//   run_referenced() does.
 //
 // In both, T and Executor are the op's value type and executor; S may keep
-// its call private and befriend its base. Adding a
-// strategy is its options, its call, its events: see docs/design.md.
+// its call private and befriend its base. Adding a strategy is its options,
+// its call, its events: see docs/design.md.
 #pragma once
 
 #include <resilience/context.hpp>

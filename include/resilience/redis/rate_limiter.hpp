@@ -34,18 +34,19 @@
 // before the context's deadline.
 //
 // Redis slow or down is a failure mode, not an outage. Each round trip is
-// bounded (connection_options::command_timeout()). The first one that fails (timeout, connection lost or refused, an error
-// reply) opens the limiter's breaker: it falls back and reports fell_back.
-// Then a call that finds a probe due runs the script for one permit (in the
-// background: the call itself is decided by the fallback; a Redis that
-// answers PING but refuses the script stays open), on an exponential
-// schedule with full jitter (limiter_defaults::probe_first, doubling to
-// limiter_defaults::probe_longest); when the script runs, the
-// limiter reports resumed and goes back to the shared quota (the probe's
-// permit is its first lease). The calls drive the
-// probe, so an idle limiter holds no timer and never keeps
-// io_context::run() from returning (nor does its idle connection). While it
-// falls back, calls make no round trip and are decided by fallback():
+// bounded (connection_options::command_timeout()). The first one that
+// fails (timeout, connection lost or refused, an error reply) opens the
+// limiter's breaker: it falls back and reports fell_back. Then a call that
+// finds a probe due runs the script for one permit (in the background: the
+// call itself is decided by the fallback; a Redis that answers PING but
+// refuses the script stays open), on an exponential schedule with full
+// jitter (limiter_defaults::probe_first, doubling to
+// limiter_defaults::probe_longest); when the script runs, the limiter
+// reports resumed and goes back to the shared quota (the probe's permit is
+// its first lease). The calls drive the probe, so an idle limiter holds no
+// timer and never keeps io_context::run() from returning (nor does its idle
+// connection). While it falls back, calls make no round trip and are
+// decided by fallback():
 //   - local_share (the default): a local token bucket at this replica's
 //     share of the quota, rate / replicas, where replicas is the largest
 //     number of replicas Redis reported using the key in the last one to
