@@ -47,13 +47,14 @@ bool classify(const C& c, const outcome<T>& o, const context& ctx) {
 
 }  // namespace detail
 
-// Any failure except a cancellation and a local rejection that reached no
-// server (error::throttled from an adaptive throttle, error::rate_limited
-// from a rate limiter): retry's default for "transient" and the circuit
-// breaker's default for "counts as a failure". Retrying such a call after a
-// blind backoff adds to the load being shed and only spends attempts, and it
-// says nothing of the dependency's health (see rate_limiter.hpp for retrying
-// on the limiter's own hint).
+// Any failure except a cancellation and a call refused here that reached no
+// server (reached_no_server(): an open breaker, a full bulkhead, a rate
+// limiter, an adaptive throttle): retry's default for "transient" and the
+// circuit breaker's default for "counts as a failure". Retrying a refusal
+// after a blind backoff adds to the load being shed and only spends
+// attempts, and it says nothing of the dependency's health (see
+// rate_limiter.hpp for retrying on the limiter's own hint, and retry.hpp for
+// waiting out an open breaker).
 struct any_failure {
   static constexpr bool ignores_successes = true;
 
@@ -61,11 +62,23 @@ struct any_failure {
   bool operator()(const outcome<T>& o) const noexcept {
     if (!o.failed()) return false;
     const error_code ec = o.error();
-    return !is_cancellation(ec) && ec != error::throttled && ec != error::rate_limited;
+    return !is_cancellation(ec) && !reached_no_server(ec);
   }
 };
 
 using retry_any_failure = any_failure;
+
+// Every failure but a cancellation, the refusals here included: a
+// fallback's default, since answering for a dependency that was not asked
+// (an open breaker, a full bulkhead) is what a fallback is for.
+struct any_failure_or_refusal {
+  static constexpr bool ignores_successes = true;
+
+  template <class T>
+  bool operator()(const outcome<T>& o) const noexcept {
+    return o.failed() && !o.cancelled();
+  }
+};
 
 // Retries only the listed error codes (compared with ==, so an error
 // condition such as errc::connection_reset matches every category mapping to it).

@@ -35,3 +35,18 @@ inline boost::system::error_code make_error_code(error e) noexcept {
 
 template <>
 struct boost::system::is_error_code_enum<resilience::error> : std::true_type {};
+
+namespace resilience {
+
+// A call turned away here before anything was sent: by a circuit breaker,
+// a bulkhead, a rate limiter or an adaptive throttle. It says nothing of the
+// dependency's health, so the default classifiers neither retry it after a
+// blind backoff nor count it against the dependency, and retry budgets are
+// not told of it (gRFC A6 counts only what a server answered).
+inline bool reached_no_server(const boost::system::error_code& ec) noexcept {
+  return ec.category() == error_category() &&
+         (ec == error::circuit_open || ec == error::bulkhead_full || ec == error::rate_limited ||
+          ec == error::throttled);
+}
+
+}  // namespace resilience

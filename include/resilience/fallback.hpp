@@ -183,7 +183,7 @@ boost::asio::awaitable<T, Executor> fallback_call(Op op, Held held, context ctx)
 
 }  // namespace detail
 
-template <class Action, class Classifier = any_failure, class Hook = no_fallback_hook>
+template <class Action, class Classifier = any_failure_or_refusal, class Hook = no_fallback_hook>
 class basic_fallback : public value_stage_base<basic_fallback<Action, Classifier, Hook>> {
   template <class, class, class>
   friend class basic_fallback;

@@ -573,15 +573,15 @@ template <class Policy, class T>
 }
 
 // is_final, telling the policy's budget how the attempt went: a transient
-// failure, or not. A cancellation, or a rejection by a breaker, an adaptive
-// throttle or a rate limiter, reached no server: the budget is not told.
+// failure, or not. A cancellation, or a call refused here
+// (reached_no_server()), reached no server: the budget is not told.
 template <class Policy, class T>
 [[gnu::always_inline]] inline bool settle_attempt(const Policy& policy, const outcome<T>& o, const context& ctx,
                                                   bool first_attempt) {
   const bool final = is_final(policy, o, ctx);
   if (policy.budget().budget) {
     const error_code ec = o.error();
-    if (!is_cancellation(ec) && ec != error::circuit_open && ec != error::throttled && ec != error::rate_limited)
+    if (!is_cancellation(ec) && !reached_no_server(ec))
       policy.budget().record(verdict_of(o, !final), first_attempt);
   }
   return final;
