@@ -77,7 +77,8 @@ struct response {
 
 BOOST_FIXTURE_TEST_SUITE(readme_examples, virtual_time)
 
-// "Quick start": transient errors are retried, the attempt number reaches the op.
+// The README's first example (compiled as written there by docs_examples), run:
+// transient errors are retried, the attempt number reaches the op.
 BOOST_AUTO_TEST_CASE(quick_start_retries_what_the_classifier_names) {
   const auto policy = resilience::retry_policy{}
                           .max_attempts(5)

@@ -73,8 +73,8 @@ class breaker_registry_options {
     return resilience::detail::with_option(*this, &breaker_registry_options::idle_after_, d);
   }
 
-  std::size_t max_breakers() const noexcept { return max_breakers_; }
-  duration idle_after() const noexcept { return idle_after_; }
+  constexpr std::size_t max_breakers() const noexcept { return max_breakers_; }
+  constexpr duration idle_after() const noexcept { return idle_after_; }
 
  private:
   std::size_t max_breakers_ = default_max_breakers;
