@@ -341,19 +341,19 @@ class throttle_stage : public stage_base<throttle_stage<Classifier, Clock>> {
 };
 
 template <resilience::clock Clock = steady_clock>
-class basic_adaptive_throttle : public stage_base<basic_adaptive_throttle<Clock>> {
+class basic_adaptive_throttle
+    : public shared_state_stage<basic_adaptive_throttle<Clock>, detail::throttle_core, Clock> {
+  using base = shared_state_stage<basic_adaptive_throttle, detail::throttle_core, Clock>;
+  using base::clock_;
+  using base::core_;
+
  public:
   // For pipeline(): it never waits, so it never outlasts a deadline.
   static constexpr bool respects_deadline = true;
 
-  using clock_type = Clock;
-
+  // Stages refer to it (not copied).
   explicit basic_adaptive_throttle(adaptive_throttle_options options = {}, Clock clock = {})
-      : clock_(std::move(clock)), core_(std::move(options)) {}
-
-  // Stages refer to it.
-  basic_adaptive_throttle(const basic_adaptive_throttle&) = delete;
-  basic_adaptive_throttle& operator=(const basic_adaptive_throttle&) = delete;
+      : base(std::move(options), std::move(clock)) {}
 
   // run(op) and throttle(op) (stage_base) judge with the default classifier
   // (a success is an accept); stage(c) gives a stage with another. Const
@@ -378,8 +378,6 @@ class basic_adaptive_throttle : public stage_base<basic_adaptive_throttle<Clock>
   throttle_counts counts() const noexcept { return core_.counts(detail::coarse_now(clock_)); }
   // Calls rejected since the throttle was made.
   std::uint64_t rejections() const noexcept { return core_.rejections(); }
-  const adaptive_throttle_options& options() const noexcept { return core_.options(); }
-  const Clock& clock() const noexcept { return clock_; }
 
  private:
   friend stage_base<basic_adaptive_throttle>;
@@ -387,8 +385,6 @@ class basic_adaptive_throttle : public stage_base<basic_adaptive_throttle<Clock>
   auto call(Op op, const context& parent) const {
     return stage().run(std::move(op), parent);
   }
-  Clock clock_;
-  mutable detail::throttle_core core_;
 };
 
 using adaptive_throttle = basic_adaptive_throttle<>;

@@ -447,18 +447,18 @@ boost::asio::awaitable<T, Executor> bulkhead_call(Op op, bulkhead_core* core, co
 }  // namespace detail
 
 template <resilience::clock Clock = steady_clock>
-class basic_bulkhead : public stage_base<basic_bulkhead<Clock>> {
+class basic_bulkhead : public shared_state_stage<basic_bulkhead<Clock>, detail::bulkhead_core, Clock> {
+  using base = shared_state_stage<basic_bulkhead, detail::bulkhead_core, Clock>;
+  using base::clock_;
+  using base::core_;
+
  public:
   // Not `respects_deadline`: a queued call's wait is bounded by max_wait,
   // not by the context's deadline, so a deadline stage outside keeps its timer.
-  using clock_type = Clock;
 
+  // Stages and permits refer to it (not copied).
   explicit basic_bulkhead(bulkhead_options options = {}, Clock clock = {})
-      : clock_(std::move(clock)), core_(std::move(options)) {}
-
-  // Stages and permits refer to it.
-  basic_bulkhead(const basic_bulkhead&) = delete;
-  basic_bulkhead& operator=(const basic_bulkhead&) = delete;
+      : base(std::move(options), std::move(clock)) {}
 
   // run(op) and bulkhead(op) (stage_base) run op in a slot, after waiting
   // for one if need be. Const like every stage's run: the state is shared
@@ -473,18 +473,13 @@ class basic_bulkhead : public stage_base<basic_bulkhead<Clock>> {
   // Calls inside (holding a slot) and calls waiting, now.
   std::uint32_t in_flight() const noexcept { return core_.in_flight(); }
   std::uint32_t queued() const noexcept { return core_.queued(); }
-  const bulkhead_options& options() const noexcept { return core_.options(); }
-  const Clock& clock() const noexcept { return clock_; }
 
  private:
   friend stage_base<basic_bulkhead>;
   template <class T, class Executor, class Op>
   auto call(Op op, const context& parent) const {
-    return detail::bulkhead_call<T, Executor>(std::move(op), &core_, &clock_,
-                                                                                   parent);
+    return detail::bulkhead_call<T, Executor>(std::move(op), &core_, &clock_, parent);
   }
-  Clock clock_;
-  mutable detail::bulkhead_core core_;
 };
 
 using bulkhead = basic_bulkhead<>;

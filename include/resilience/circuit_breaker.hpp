@@ -269,28 +269,19 @@ class breaker_stage : public stage_base<breaker_stage<Classifier, Clock>> {
 };
 
 template <resilience::clock Clock = steady_clock>
-class basic_circuit_breaker : public stage_base<basic_circuit_breaker<Clock>> {
+class basic_circuit_breaker
+    : public shared_state_stage<basic_circuit_breaker<Clock>, detail::breaker_core, Clock> {
+  using base = shared_state_stage<basic_circuit_breaker, detail::breaker_core, Clock>;
+  using base::clock_;
+  using base::core_;
+
  public:
   // For pipeline(): this stage never waits past the context's deadline.
   static constexpr bool respects_deadline = true;
 
-  using clock_type = Clock;
-
-// GCC 12 takes the clock's address, kept in a clock_ref, for a read of the
-// breaker before it is built (-Wmaybe-uninitialized): it is only kept.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+  // The core refers to the clock, and stages to the core (not copied).
   explicit basic_circuit_breaker(breaker_options options = {}, Clock clock = {})
-      : clock_(std::move(clock)), core_(std::move(options), clock_ref(clock_)) {}
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
-  // The core holds a pointer to clock_, and stages hold one to the core.
-  basic_circuit_breaker(const basic_circuit_breaker&) = delete;
-  basic_circuit_breaker& operator=(const basic_circuit_breaker&) = delete;
+      : base(std::move(options), std::move(clock)) {}
 
   // -- calls --
 
@@ -327,8 +318,6 @@ class basic_circuit_breaker : public stage_base<basic_circuit_breaker<Clock>> {
   // the break when open, duration::max() when isolated.
   duration time_until_probe() const noexcept { return core_.time_until_probe(); }
   breaker_metrics metrics() const noexcept { return core_.metrics(); }
-  const breaker_options& options() const noexcept { return core_.options(); }
-  const Clock& clock() const noexcept { return clock_; }
 
  private:
   friend stage_base<basic_circuit_breaker>;
@@ -336,9 +325,6 @@ class basic_circuit_breaker : public stage_base<basic_circuit_breaker<Clock>> {
   auto call(Op op, const context& parent) const {
     return stage().run(std::move(op), parent);
   }
-
-  Clock clock_;
-  mutable detail::breaker_core core_;
 };
 
 using circuit_breaker = basic_circuit_breaker<>;

@@ -364,18 +364,19 @@ boost::asio::awaitable<T, Executor> rate_limited_call(Op op, rate_limiter_core* 
 }  // namespace detail
 
 template <resilience::clock Clock = steady_clock>
-class basic_rate_limiter : public stage_base<basic_rate_limiter<Clock>> {
+class basic_rate_limiter
+    : public shared_state_stage<basic_rate_limiter<Clock>, detail::rate_limiter_core, Clock> {
+  using base = shared_state_stage<basic_rate_limiter, detail::rate_limiter_core, Clock>;
+  using base::clock_;
+  using base::core_;
+
  public:
   // For pipeline(): no call waits for a permit past the context's deadline.
   static constexpr bool respects_deadline = true;
-  using clock_type = Clock;
 
+  // Stages refer to it (not copied).
   explicit basic_rate_limiter(rate_limiter_options options = {}, Clock clock = {})
-      : clock_(std::move(clock)), core_(std::move(options)) {}
-
-  // Stages refer to it.
-  basic_rate_limiter(const basic_rate_limiter&) = delete;
-  basic_rate_limiter& operator=(const basic_rate_limiter&) = delete;
+      : base(std::move(options), std::move(clock)) {}
 
   // run(op) and limiter(op) run op with a permit, after waiting for one if
   // so configured. Const like every stage's run: the state is shared and
@@ -390,8 +391,6 @@ class basic_rate_limiter : public stage_base<basic_rate_limiter<Clock>> {
   // ahead of it counted): zero if one is free now.
   duration time_until_permit() const noexcept { return core_.time_until_permit(clock_.now()); }
   std::uint32_t queued() const noexcept { return core_.queued(); }
-  const rate_limiter_options& options() const noexcept { return core_.options(); }
-  const Clock& clock() const noexcept { return clock_; }
 
  private:
   friend stage_base<basic_rate_limiter>;
@@ -399,8 +398,6 @@ class basic_rate_limiter : public stage_base<basic_rate_limiter<Clock>> {
   auto call(Op op, const context& parent) const {
     return detail::rate_limited_call<T, Executor>(std::move(op), &core_, &clock_, parent);
   }
-  Clock clock_;
-  mutable detail::rate_limiter_core core_;
 };
 
 using rate_limiter = basic_rate_limiter<>;

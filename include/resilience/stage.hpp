@@ -12,7 +12,9 @@
 //
 // - stage_base<S>: S has shared state (a breaker, a limiter, a bulkhead),
 //   which the call refers to and which must outlive it (a temporary one is
-//   refused where it is made a stage of a pipeline: see compile_fail/); or
+//   refused where it is made a stage of a pipeline: see compile_fail/);
+//   shared_state_stage<S, Core, Clock> adds the clock and the core such an
+//   S owns, and their accessors; or
 //   S copies into its call what the call needs (a timeout's duration and
 //   clock), so the call may outlive it. S writes
 //
@@ -164,6 +166,42 @@ class stage_base {
   template <awaitable_op Op>
   auto operator()(Op op, const context& parent = {}) const {
     return run(std::move(op), parent);
+  }
+};
+
+// A strategy whose state every call shares (a breaker, a throttle, a
+// bulkhead, a limiter): it owns its clock and its core, a thread-safe
+// Core(Options) or Core(Options, clock_ref), and is neither copied nor moved,
+// since stages, permits and waiting calls refer to both. S writes its
+// constructor (Options and Clock, passed on) and its call.
+template <class S, class Core, class Clock>
+class shared_state_stage : public stage_base<S> {
+ public:
+  using clock_type = Clock;
+
+  shared_state_stage(const shared_state_stage&) = delete;
+  shared_state_stage& operator=(const shared_state_stage&) = delete;
+
+  const auto& options() const noexcept { return core_.options(); }
+  const Clock& clock() const noexcept { return clock_; }
+
+ protected:
+  template <class Options>
+  shared_state_stage(Options options, Clock clock) : clock_(std::move(clock)), core_(make_core(std::move(options))) {}
+  ~shared_state_stage() = default;
+
+  Clock clock_;
+  mutable Core core_;
+
+ private:
+  // The clock is made first: a core keeps a reference to it.
+  template <class Options>
+  Core make_core(Options options) const {
+    if constexpr (std::is_constructible_v<Core, Options, clock_ref>) {
+      return Core(std::move(options), clock_ref(clock_));
+    } else {
+      return Core(std::move(options));
+    }
   }
 };
 
