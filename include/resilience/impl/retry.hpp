@@ -1,0 +1,241 @@
+// resilience/impl/retry.hpp — the retry loop: how an attempt is judged and
+// told to the budget, the waits, and the coroutines of co_retry. Included at
+// the end of resilience/retry.hpp, which declares what is defined here and
+// states its contract; not to be included on its own.
+#pragma once
+
+namespace resilience {
+
+namespace detail {
+
+// Whether `o` ends the call: success or a permanent failure. Cancellation
+// always ends it, whatever the classifier says.
+template <class Policy, class T>
+[[gnu::always_inline]] inline bool is_final(const Policy& policy, const outcome<T>& o, const context& ctx) {
+  const error_code ec = o.error();
+  if (is_cancellation(ec)) return true;
+  if (ec == error::circuit_open) return !policy.waits_out_open_circuit();
+  return !classify(policy.classifier(), o, ctx);
+}
+
+// is_final, telling the policy's budget how the attempt went: a transient
+// failure, or not. A cancellation, or a call refused here
+// (reached_no_server()), reached no server: the budget is not told.
+template <class Policy, class T>
+[[gnu::always_inline]] inline bool settle_attempt(const Policy& policy, const outcome<T>& o, const context& ctx,
+                                                  bool first_attempt) {
+  const bool final = is_final(policy, o, ctx);
+  if (policy.budget().budget) {
+    const error_code ec = o.error();
+    if (!is_cancellation(ec) && !reached_no_server(ec))
+      policy.budget().record(verdict_of(o, !final), first_attempt);
+  }
+  return final;
+}
+
+// Everything after a transient failure: waits and further attempts. A
+// coroutine of its own so that the success path's frame stays small; `last`
+// lives in the caller's frame, so this one holds no copy of an outcome.
+//
+// Asio 1.81's co_spawn posts once at the end of a coroutine that never
+// suspended, and that post throws out of io_context::run when the coroutine
+// was cancelled meanwhile (say, by a hook or the op emitting the caller's
+// signal). A call that ends as a cancellation therefore yields once first,
+// with throwing switched off; `throws` is the setting to restore.
+template <class T, class Executor, class Op, class Policy>
+boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& policy, context ctx,
+                                                        std::optional<outcome<T>>& last, time_point give_up_at,
+                                                        bool throws) {
+  namespace asio = boost::asio;
+  using clock_type = std::remove_cvref_t<decltype(policy.clock())>;
+  const retry_options& options = policy.options();
+  const auto cancellation = co_await asio::this_coro::cancellation_state;
+  const auto cancelled = [&] { return cancellation.cancelled() != asio::cancellation_type::none; };
+
+  delay_sequence delays{options.delays};
+  bool aborted = false;
+  for (;;) {
+    if (cancelled()) {
+      aborted = true;
+      break;
+    }
+    if (ctx.attempt >= options.max_attempts) break;  // exhausted
+
+    // No wait may end past the time limit or the deadline: give up now
+    // instead, with the last outcome (deadline_exceeded if it has passed).
+    delay next = delays.next(policy.random());
+    using delay_type = std::remove_cvref_t<decltype(policy.delay_generator())>;
+    if constexpr (!requires { requires delay_type::is_default; }) {
+      const retry_delay decision = policy.delay_generator()(*last, std::as_const(ctx));
+      if (decision.decision() == retry_delay::kind::stop) break;
+      if (decision.decision() != retry_delay::kind::backoff) {
+        const duration given = decision.is_jittered() ? jitter_given(options.delays, decision.given(), policy.random())
+                                                      : decision.given();
+        if (decision.decision() == retry_delay::kind::pushback) {
+          next = delay{decision.given(), given};
+          delays.restart();
+        } else {
+          if (decision.decision() == retry_delay::kind::after) {
+            next = delay{decision.given(), given};
+          } else if (decision.decision() == retry_delay::kind::after_then_backoff) {
+            next = delay{saturating_sum(given, next.nominal), saturating_sum(given, next.actual)};
+          } else {
+            next = delay{std::max(next.nominal, decision.given()), std::max(next.actual, given)};
+          }
+          delays.waited(next.actual);
+        }
+      }
+    }
+    const time_point now = give_up_at != time_point::max() || next.actual != duration::zero() ? policy.clock().now()
+                                                                                               : time_point{};
+    // A wait that would never end (duration::max(), an isolated breaker)
+    // means "forever": give up now rather than sleep for centuries.
+    if (next.actual != duration::zero() && saturating_add(now, next.actual) == time_point::max()) break;
+    // A wait that ends at the deadline itself leaves the next attempt no
+    // time at all: that is past it too. (The time limit allows it.)
+    if (give_up_at != time_point::max() &&
+        (next.actual > give_up_at - now || (ctx.has_deadline() && next.actual >= ctx.deadline - now))) {
+      if (now >= ctx.deadline) last.emplace(outcome<T>::from_error(error::deadline_exceeded));
+      break;
+    }
+    // Asked last, when nothing else stops the retry: a refusal is a retry
+    // that would have happened.
+    if (!policy.budget().allows_retry()) {
+      policy.notify_budget_refused(ctx.attempt, *last);
+      if (policy.budget_refusal_is_error()) last.emplace(outcome<T>::from_error(error::retry_budget_exhausted));
+      break;
+    }
+    policy.notify_retry(retry_event<T>{ctx.attempt, options.max_attempts, *last, next.nominal, next.actual});
+    // A hook may have cancelled the call itself.
+    if (cancelled()) {
+      aborted = true;
+      break;
+    }
+
+    if (next.actual == duration::zero()) {
+      co_await yield_once<Executor>();
+    } else if constexpr (uses_timer_queue<clock_type, Executor>) {
+      queued_sleep<Executor> sleep;
+      co_await sleep.until(saturating_add(now, next.actual));
+    } else {
+      auto timer = policy.clock().make_timer(co_await asio::this_coro::executor);
+      timer.expires_after(next.actual);
+      co_await timer.async_wait(asio::as_tuple(asio::use_awaitable_t<Executor>{}));
+    }
+    // Either way, a cancellation during the wait ends the call.
+    if (cancelled()) {
+      aborted = true;
+      break;
+    }
+    ++ctx.attempt;
+    try {
+      if constexpr (std::is_void_v<T>) {
+        co_await invoke_op(op, ctx);
+        last.emplace(outcome<T>::from_value({}));
+      } else {
+        last.emplace(outcome<T>::from_value(co_await invoke_op(op, ctx)));
+      }
+    } catch (...) {
+      last.emplace(outcome<T>::from_current_exception());
+    }
+    if (settle_attempt(policy, *last, ctx, false)) break;
+  }
+
+  if (aborted) {
+    if (!last->cancelled()) last.emplace(outcome<T>::from_error(asio::error::operation_aborted));
+    co_await asio::this_coro::throw_if_cancelled(false);
+    co_await yield_once<Executor>();
+    co_await asio::this_coro::throw_if_cancelled(throws);
+  }
+  co_return std::move(*last).get();
+}
+
+// The context as the first attempt's classifier (or op) reads it.
+template <class Policy>
+[[gnu::always_inline]] inline void number_first_attempt(context& ctx, const Policy& policy) noexcept {
+  ctx.attempt = 1;
+  ctx.max_attempts = policy.options().max_attempts;
+}
+
+// GCC 12 may take the frame's operator delete for a mismatch of its operator
+// new once this coroutine's start is inlined (-Wmismatched-new-delete): both
+// are Asio's frame allocator.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+template <class T, class Executor, class Op, class Holder>
+boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx) {
+  namespace asio = boost::asio;
+  const auto& policy = deref(holder);
+  // The attempt's number, for whoever reads the context: an op that takes
+  // one sees it now; otherwise only the failure path's classifier can.
+  constexpr bool op_sees_context = std::is_invocable_v<Op&, const context&>;
+  const clock_anchor<std::remove_cvref_t<decltype(policy.clock())>> anchor(policy.clock());
+  anchor.attach(ctx);
+  if constexpr (op_sees_context) number_first_attempt(ctx, policy);
+
+  // Asio throws from any co_await once the caller is cancelled, so every
+  // await below is preceded by this check: it ends the call with
+  // operation_aborted in T's own error channel instead.
+  const auto cancellation = co_await asio::this_coro::cancellation_state;
+  const auto aborted = [] { return outcome<T>::from_error(asio::error::operation_aborted).get(); };
+  if (cancellation.cancelled() != asio::cancellation_type::none) co_return aborted();
+  // Read the clock only when a limit or a deadline needs it: the plain
+  // success path stays free of it. `started` is read only under a limit.
+  late<time_point> started;
+  if (policy.options().time_limit != duration::max() || ctx.has_deadline()) {
+    const time_point now = policy.clock().now();
+    if (now >= ctx.deadline) co_return outcome<T>::from_error(error::deadline_exceeded).get();
+    started.make(now);
+  }
+
+  // The first attempt, inline: on success this is all co_retry does, and
+  // `first` is never touched.
+  using classifier = typename std::remove_cvref_t<decltype(policy)>::classifier_type;
+  late<std::optional<outcome<T>>> first;
+  try {
+    if constexpr (std::is_void_v<T>) {
+      co_await invoke_op(op, ctx);
+      if constexpr (ignores_successes<classifier>) {
+        policy.budget().record(attempt_verdict::success, true);
+        co_return;
+      }
+      first.make(outcome<T>::from_value({}));
+    } else {
+      T value = co_await invoke_op(op, ctx);
+      if constexpr (ignores_successes<classifier>) {
+        if (!outcome_traits<T>::error(value).failed()) {
+          policy.budget().record(attempt_verdict::success, true);
+          co_return value;
+        }
+      }
+      first.make(std::in_place, std::in_place, std::move(value));
+    }
+  } catch (...) {
+    first.make(outcome<T>::from_current_exception());
+  }
+  const typename late<std::optional<outcome<T>>>::owner first_made{first.value};
+  if constexpr (!op_sees_context) number_first_attempt(ctx, policy);
+  if (settle_attempt(policy, *first.value, ctx, true)) co_return take(std::move(*first.value));
+  // The op, or a hook inside it, may have cancelled the call: awaiting the
+  // rest must not throw then, it ends the call as a cancellation itself.
+  bool throws = true;
+  if (cancellation.cancelled() != asio::cancellation_type::none) {
+    throws = co_await asio::this_coro::throw_if_cancelled();
+    co_await asio::this_coro::throw_if_cancelled(false);
+  }
+  // No wait of the call ends past this.
+  const duration time_limit = policy.options().time_limit;
+  const time_point give_up_at =
+      time_limit != duration::max() ? std::min(saturating_add(started.value, time_limit), ctx.deadline)
+                                    : ctx.deadline;
+  co_return co_await retry_after_failure<T, Executor>(op, policy, ctx, first.value, give_up_at, throws);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+}  // namespace detail
+
+}  // namespace resilience
