@@ -536,8 +536,9 @@ class basic_client {
   }
 
   // `held` is the request, or a reference_wrapper to the caller's.
-  // Defined below the class, not inline: so that the common calls declared
-  // extern there are not instantiated in a program's translation units.
+  // Defined out of the class (impl/client.hpp), not inline: so that the
+  // common calls declared extern below are not instantiated in a program's
+  // translation units. So are the two coroutines below.
   template <class ResBody, class Held>
   boost::asio::awaitable<result<ResBody>> call(endpoint to, Held held, request_options options);
 
@@ -547,85 +548,7 @@ class basic_client {
   template <class ResBody, class Request>
   boost::asio::awaitable<result<ResBody>> attempt(const endpoint& to, const std::string& key, Request& req,
                                                   breaker_type& breaker, std::uint32_t& attempts,
-                                                  const context& ctx) {
-    namespace asio = boost::asio;
-    using T = result<ResBody>;
-    const auto caller = co_await asio::this_coro::cancellation_state;
-    if (caller.cancelled() != asio::cancellation_type::none) co_return error_code(asio::error::operation_aborted);
-    ctx.set(request_may_have_been_sent, false);
-    breaker_permit permit = breaker.try_acquire();
-    if (!permit) {
-      const bool throws = co_await asio::this_coro::throw_if_cancelled();
-      co_await asio::this_coro::throw_if_cancelled(false);
-      co_await resilience::detail::yield_after_refusal<asio::any_io_executor>(throws);
-      co_return error_code(error::circuit_open);
-    }
-    attempts = ctx.attempt;
-
-    // attempt_timeout(), or the call's deadline if that comes first.
-    const time_point start = clock_.now();
-    const time_point own = saturating_add(start, options_.attempt_timeout());
-    const bool deadline_first = ctx.deadline <= own;
-    const bounded_by bound{deadline_first ? ctx.deadline : own,
-                           deadline_first ? error::deadline_exceeded : error::timeout};
-
-    std::optional<outcome<T>> out;
-    try {
-      // A request that may be sent twice takes an idle connection without
-      // the peek (a syscall on every reuse): if the server had closed it, the
-      // exchange fails before a byte of a response arrives, and the request
-      // goes once more, on a connection checked or new, within this attempt.
-      const bool replayable = ctx.value_or(http::idempotent, false);
-      const auto executor = co_await asio::this_coro::executor;
-      const asio::execution_context* const on = &asio::query(executor, asio::execution::context);
-      time_point now = start;
-      for (bool resend = false;; resend = true) {
-        if (resend) {
-          // Once more, on a connection looked at, within what is left of the attempt.
-          now = clock_.now();
-          if (caller.cancelled() != asio::cancellation_type::none) break;
-          if (now >= bound.at) {
-            out.emplace(outcome<T>::from_error(bound.reason));
-            break;
-          }
-        }
-        std::optional<connection_lease> lease = pool_.reuse(key, now, on, resend || !replayable);
-        const bool unchecked = lease && !resend && replayable;
-        if (!lease) {
-          // No idle connection: a wait for one, or a new one, under a bound of
-          // its own (the pool's wait is a coroutine, which no slot reaches).
-          auto acquired = co_await resilience::detail::run_bounded<lease_result, asio::any_io_executor>(
-              [this, &to] { return pool_.acquire(to); }, ctx, clock_,
-              // (An attempt bound by nothing has time_point::max(): no
-              // subtraction from it, which a clock before its epoch overflows.)
-              resend && bound.at != time_point::max() ? bound.at - now : options_.attempt_timeout(),
-              asio::cancellation_type::terminal);
-          now = clock_.now();
-          if (acquired) {
-            lease.emplace(std::move(*acquired));
-          } else {
-            out.emplace(outcome<T>::from_error(resend && now >= bound.at ? bound.reason : acquired.error()));
-          }
-        }
-        if (!lease || caller.cancelled() != asio::cancellation_type::none) break;
-        if (now >= bound.at) {
-          out.emplace(outcome<T>::from_error(bound.reason));
-          break;
-        }
-        if (!co_await exchange<ResBody>(*lease, req, ctx, bound, now, unchecked, executor, out)) break;
-      }
-    } catch (...) {
-      out.emplace(outcome<T>::from_current_exception());
-    }
-    if (caller.cancelled() != asio::cancellation_type::none)
-      out.emplace(outcome<T>::from_error(asio::error::operation_aborted));  // final, whatever the attempt did
-    if (out->cancelled()) {
-      permit.release();
-    } else {
-      permit.record(resilience::detail::classify(http::breaker_classifier{}, *out, ctx));
-    }
-    co_return resilience::detail::take(std::move(*out));
-  }
+                                                  const context& ctx);
 
   // When an attempt ends, and the error it then ends with.
   struct bounded_by {
@@ -644,108 +567,7 @@ class basic_client {
   boost::asio::awaitable<bool> exchange(connection_lease& lease, Request& req, const context& ctx,
                                         const bounded_by& limit, time_point now, bool unchecked,
                                         const boost::asio::any_io_executor& executor,
-                                        std::optional<outcome<result<ResBody>>>& out) {
-    namespace asio = boost::asio;
-    namespace bhttp = boost::beast::http;
-    using T = result<ResBody>;
-    const auto caller = co_await asio::this_coro::cancellation_state;
-    connection& conn = lease.conn();
-    resilience::detail::local_bound<Clock, asio::any_io_executor> bound;
-    // The timer's side runs on this call's executor, so never while this
-    // frame runs: a lease that lets `conn` go before disarm() below, with no
-    // co_await in between, leaves nothing for it to touch.
-    if (limit.at != time_point::max()) {
-      bound.arm(clock_, executor, limit.at, [](void* c) noexcept { static_cast<connection*>(c)->abort(); }, &conn);
-    }
-    bool closed_unanswered = false;
-    // Whether the next operation may start: the bound's firing closes the
-    // socket, but one operation's completion may already be queued then.
-    const auto in_time = [&] { return !bound.fired() && caller.cancelled() == asio::cancellation_type::none; };
-    try {
-      if (const auto& header = options_.deadline_header()) {
-        // The attempt's own bound, less the margin for the way back.
-        const time_point sent =
-            limit.at == time_point::max() ? limit.at : saturating_add(limit.at, -options_.deadline_margin());
-        header->write(req, sent, now);
-      }
-      ctx.set(request_may_have_been_sent, true);
-      constexpr auto token = asio::as_tuple(asio::use_awaitable);
-      // Closed by the server while idle, as far as this exchange can tell.
-      const auto may_resend = [&] { return unchecked && in_time(); };
-      const auto stale = [&](const error_code& ec, bool got_some) {
-        return may_resend() && http::detail::closed_before_answering(ec, got_some);
-      };
-      // A file body is read from the file's position as it is written:
-      // every attempt starts where the first one did.
-      const auto body_start = http::detail::body_position(req.body());
-      auto [write_error, written] =
-          co_await conn.visit([&](auto& stream) { return bhttp::async_write(stream, req, token); });
-      http::detail::rewind_body(req.body(), body_start);
-      if (write_error) {
-        closed_unanswered = stale(write_error, false);
-        if (!closed_unanswered) out.emplace(outcome<T>::from_error(write_error));
-      } else if (in_time()) {
-        // Interim responses (1xx but 101, RFC 9110 §15.2: 100 Continue,
-        // 103 Early Hints) come before the final one on the connection:
-        // read past them, so that no caller gets an interim status and no
-        // final response is left for the connection's next request.
-        std::optional<bhttp::response_parser<ResBody>> parser;
-        error_code read_error;
-        bool interim = false;
-        for (;; interim = true) {
-          parser.emplace();
-          parser->body_limit(options_.max_response_body());
-          parser->header_limit(options_.max_response_header());
-          // A response to HEAD has no body, whatever its Content-Length says.
-          if (req.method() == bhttp::verb::head) parser->skip(true);
-          auto [ec, read] = co_await conn.visit(
-              [&](auto& stream) { return bhttp::async_read(stream, conn.buffer(), *parser, token); });
-          read_error = ec;
-          const unsigned status = parser->get().result_int();
-          if (ec || status < 100 || status >= 200 || status == 101) break;
-          if (!in_time()) {  // an interim response, and no time left for the final one
-            read_error = asio::error::operation_aborted;
-            interim = true;
-            break;
-          }
-        }
-        if (read_error) {
-          closed_unanswered = !interim && stale(read_error, parser->got_some());
-          if (!closed_unanswered) out.emplace(outcome<T>::from_error(read_error));
-        } else if (!interim && parser->get().result() == bhttp::status::request_timeout && may_resend()) {
-          // A server may say why it closes an idle connection (408, RFC 9110
-          // §15.5.9) before our request reaches it: an answer to nothing sent.
-          closed_unanswered = true;
-        } else {
-          // Bytes after the response were asked for by nobody: the next
-          // request on this connection would read them as its answer.
-          // A bound that passed as the response came in has closed the socket.
-          if (!bound.fired() && parser->get().keep_alive() && req.keep_alive() && conn.buffer().size() == 0) {
-            lease.keep_alive(clock_.now());
-          } else {
-            lease.close(close_reason::not_reusable);
-          }
-          out.emplace(std::in_place, std::move(parser->get()));  // one move, where release() makes two
-        }
-      }
-    } catch (...) {
-      out.emplace(outcome<T>::from_current_exception());
-    }
-    // The timer's side refers to this frame: wait for it if it is under way.
-    if (bound.disarm()) {
-      const bool throws = co_await asio::this_coro::throw_if_cancelled();
-      co_await asio::this_coro::throw_if_cancelled(false);
-      co_await bound.wait_timer_side();
-      co_await asio::this_coro::throw_if_cancelled(throws);
-    }
-    if (closed_unanswered) {
-      lease.close(close_reason::peer_closed);
-      co_return true;
-    }
-    if (bound.fired() && (!out || out->failed()))
-      out.emplace(outcome<T>::from_error(limit.reason));  // a response that made it in time still counts
-    co_return false;
-  }
+                                        std::optional<outcome<result<ResBody>>>& out);
 
   client_options options_;
   Clock clock_;
@@ -754,46 +576,6 @@ class basic_client {
   retry_type retry_;
 };
 
-template <resilience::clock Clock>
-template <class ResBody, class Held>
-boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> basic_client<Clock>::call(
-    endpoint to, Held held, request_options options) {
-  namespace bhttp = boost::beast::http;
-  auto& req = request_of(held);
-  if (!http::detail::holds(req, bhttp::field::host)) req.set(bhttp::field::host, to.authority());
-  req.prepare_payload();
-  // The call's own marks: its classifier must read this request's, not
-  // those of another call made meanwhile under the same caller's context.
-  properties props;
-  props.set(http::idempotent, options.idempotent().value_or(is_idempotent(req)));
-  context ctx = context{}.with(props);
-  // The total bound: the retry never waits past it, and each attempt's own
-  // bound ends there at the latest.
-  const time_point now = clock_.now();
-  ctx.deadline = std::min(options.deadline(), saturating_add(now, options_.total_timeout()));
-  const std::string key = to.key();
-  const auto breaker = breakers_.breaker_for(key, now);
-  std::uint32_t attempts = 0;
-  auto attempt_op = [&](const context& c) { return attempt<ResBody>(to, key, req, *breaker, attempts, c); };
-  auto res = co_await co_retry(std::move(attempt_op), std::cref(retry_), ctx);
-  // Cancelled at or past the deadline: by the caller's bound for that same
-  // deadline (a server's handler bound), which is the deadline, not a stop.
-  if (res.has_error() && res.error() == boost::asio::error::operation_aborted && ctx.has_deadline() &&
-      clock_.now() >= ctx.deadline)
-    res = error_code(error::deadline_exceeded);
-  if (const auto& report = options_.on_call_finished()) {
-    report(client_call_event{attempts, res.has_error() ? res.error() : error_code{},
-                             res.has_value() ? res->result_int() : 0u, req.method(), &to, clock_.now() - now});
-  }
-  // The caller learns whether this request may have reached the server (a
-  // stage around it must not repeat a POST that did), added to what its
-  // other calls left. Each attempt clears the mark for itself: after more
-  // than one, an earlier one may have been sent.
-  if (properties* caller = options.caller_properties()) {
-    if (attempts > 1 || ctx.value_or(request_may_have_been_sent, false)) caller->set(request_may_have_been_sent, true);
-  }
-  co_return res;
-}
 
 using client = basic_client<>;
 
@@ -819,3 +601,5 @@ RESILIENCE_HTTP_CLIENT_COMMON_CALLS(RESILIENCE_HTTP_CLIENT_EXTERN_CALL)
 #undef RESILIENCE_HTTP_CLIENT_EXTERN_CALL
 
 }  // namespace resilience::http
+
+#include <resilience/http/impl/client.hpp>
