@@ -165,12 +165,22 @@ result adaptive(const scenario& s) {
 std::string svg_chart(const scenario& s, const std::vector<result>& results) {
   static constexpr std::array<const char*, layers> colours{"#1f77b4", "#ff7f0e", "#d62728"};
   constexpr double width = 900, height = 440, left = 70, right = 150, top = 50, bottom = 60;
-  // Log scale, 0.001x to 100x: plain retries and the bounded runs differ by
-  // orders of magnitude.
-  constexpr double lo = -3, hi = 2;
+  // Log scale: plain retries and the bounded runs differ by orders of
+  // magnitude. Its decades reach past the smallest and largest values, so
+  // that every bar has a height and none is cut off.
+  double smallest = 1, largest = 1;
+  for (const auto& r : results) {
+    for (int l = 0; l < layers; ++l) {
+      const double v = r.per_request(l, s.requests);
+      if (v <= 0) continue;
+      smallest = std::min(smallest, v);
+      largest = std::max(largest, v);
+    }
+  }
+  const double lo = std::floor(std::log10(smallest / 2)), hi = std::ceil(std::log10(largest * 1.2));
   const double plot_w = width - left - right, plot_h = height - top - bottom;
   auto y = [&](double v) {
-    const double l = std::clamp(std::log10(std::max(v, 1e-9)), lo, hi);
+    const double l = v > 0 ? std::log10(v) : lo;  // a zero has no bar, only its label
     return top + plot_h * (1.0 - (l - lo) / (hi - lo));
   };
   std::string out = fmt::format(

@@ -18,9 +18,10 @@
 //              for the host that opens for 250 ms at a time).
 // Every phase meets the same fault schedule. The report gives per phase the
 // calls, attempts, successes by attempt, failures by kind, latency and the
-// server's load per 100 ms; the SVG shows the load and the p99 latency over
-// time. Exits 1 if a call did not complete exactly once, or (unless
-// --no-rate-check) if the resilient client succeeded less often than plain.
+// server's load per 100 ms; the SVG shows the load, and the p99 latency of
+// the calls that succeeded and of those that failed, over time. Exits 1 if a
+// call did not complete exactly once, or (unless --no-rate-check) if the
+// resilient client succeeded less often than plain.
 #include <resilience/http/client.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -73,6 +74,8 @@ namespace {
 constexpr auto window = 100ms;  // the server's load is counted per window
 constexpr auto latency_bucket = 500ms;
 constexpr auto plain_timeout = 2s;
+constexpr auto retry_after = 1s;  // what the server's 503s ask for
+constexpr auto resilient_backoff_cap = 400ms;
 
 double seconds(sclock::duration d) { return std::chrono::duration<double>(d).count(); }
 double millis(sclock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
@@ -100,6 +103,14 @@ struct scenario {
   std::size_t windows() const { return static_cast<std::size_t>((duration + window - 1ns) / window); }
 };
 
+// One call's latency, with its outcome: a call that fails fast must not be
+// read as a slow call, nor a slow success hidden among fast failures.
+struct latency_sample {
+  sclock::duration started_at;  // since the phase started
+  sclock::duration took;
+  bool succeeded;
+};
+
 // What one phase saw, from both ends.
 struct phase {
   std::string name, what;
@@ -110,7 +121,7 @@ struct phase {
   long failed_status = 0, failed_connection = 0, failed_timeout = 0, refused = 0;
   long retry_after_honoured = 0, retry_after_ignored = 0;
   std::vector<unsigned char> completions{};  // per call: must end at 1
-  std::vector<std::pair<sclock::duration, sclock::duration>> latencies{};  // (start, latency)
+  std::vector<latency_sample> latencies{};
   long reported_calls = 0;  // on_call_finished, to cross-check
   // server side
   std::vector<int> load{};  // requests received per window
@@ -194,7 +205,7 @@ class fault_server {
         case fate::overloaded:
           ++p_.shed;
           res.result(bhttp::status::service_unavailable);
-          res.set(bhttp::field::retry_after, "1");
+          res.set(bhttp::field::retry_after, std::to_string(retry_after.count()));
           break;
         default:
           res.result(bhttp::status::service_unavailable);
@@ -235,7 +246,7 @@ struct call_record {
     ++p.completions[id];
     if (success) ++p.successes;
     if (success && !in_outage) ++p.successes_outside_outage;
-    p.latencies.emplace_back(started - phase_start, sclock::now() - started);
+    p.latencies.push_back({.started_at = started - phase_start, .took = sclock::now() - started, .succeeded = success});
   }
 };
 
@@ -351,7 +362,7 @@ rhttp::client_options resilient_options(const scenario& s, phase& p) {
       .total_timeout(2s)
       .attempt_timeout(500ms)
       .max_retries(3)
-      .backoff(resilience::backoff::exponential(50ms, 2.0, 400ms).with_jitter(resilience::jitter::full))
+      .backoff(resilience::backoff::exponential(50ms, 2.0, resilient_backoff_cap).with_jitter(resilience::jitter::full))
       .max_retry_after(1s)
       .breaker(resilience::breaker_options{}
                    .failure_ratio(0.5)
@@ -460,10 +471,14 @@ double percentile(std::vector<double>& v, double q) {
   return v[i];
 }
 
-latency_summary summarize(const phase& p) {
+enum class outcome { any, succeeded, failed };
+
+latency_summary summarize(const phase& p, outcome of = outcome::any) {
   std::vector<double> v;
   v.reserve(p.latencies.size());
-  for (const auto& [at, d] : p.latencies) v.push_back(millis(d));
+  for (const auto& sample : p.latencies) {
+    if (of == outcome::any || sample.succeeded == (of == outcome::succeeded)) v.push_back(millis(sample.took));
+  }
   latency_summary l;
   if (v.empty()) return l;
   l.max = *std::max_element(v.begin(), v.end());
@@ -472,16 +487,18 @@ latency_summary summarize(const phase& p) {
   return l;
 }
 
-// p99 latency of the calls started in each bucket.
-std::vector<double> p99_over_time(const scenario& s, const phase& p) {
+// p99 latency of the calls with this outcome started in each bucket; NaN
+// for a bucket without such a call (a gap in the line, not a zero).
+std::vector<double> p99_over_time(const scenario& s, const phase& p, bool succeeded) {
   const auto buckets = static_cast<std::size_t>((s.duration + latency_bucket - 1ns) / latency_bucket);
   std::vector<std::vector<double>> by(buckets);
-  for (const auto& [at, d] : p.latencies) {
-    const auto b = std::min(buckets - 1, static_cast<std::size_t>(at / latency_bucket));
-    by[b].push_back(millis(d));
+  for (const auto& sample : p.latencies) {
+    if (sample.succeeded != succeeded) continue;
+    const auto b = std::min(buckets - 1, static_cast<std::size_t>(sample.started_at / latency_bucket));
+    by[b].push_back(millis(sample.took));
   }
   std::vector<double> out;
-  for (auto& v : by) out.push_back(percentile(v, 0.99));
+  for (auto& v : by) out.push_back(v.empty() ? std::nan("") : percentile(v, 0.99));
   return out;
 }
 
@@ -520,6 +537,9 @@ void print_phase(const scenario& s, const phase& p, sclock::duration took) {
              p.failed_status, p.failed_connection, p.failed_timeout, p.refused);
   fmt::print("  Retry-After      honoured {}, ignored {}\n", p.retry_after_honoured, p.retry_after_ignored);
   fmt::print("  latency          p50 {:.0f} ms, p99 {:.0f} ms, max {:.0f} ms\n", l.p50, l.p99, l.max);
+  const auto ok = summarize(p, outcome::succeeded), failed = summarize(p, outcome::failed);
+  fmt::print("    successes      p50 {:.0f} ms, p99 {:.0f} ms; failures p50 {:.0f} ms, p99 {:.0f} ms\n", ok.p50, ok.p99,
+             failed.p50, failed.p99);
   fmt::print("  server           {} requests; per 100 ms: peak {}, mean {:.1f}, {:.1f} in the outage; "
              "served {}, shed {}\n\n",
              p.received, peak_load(p), mean_load(p), mean_load_in_outage(s, p), percent(p.served, p.received), p.shed);
@@ -544,6 +564,9 @@ void print_comparison(const scenario& s, const std::vector<phase>& phases) {
   row("  mean", [](const phase& p) { return fmt::format("{:.1f}", mean_load(p)); });
   row("  mean in the outage", [&](const phase& p) { return fmt::format("{:.1f}", mean_load_in_outage(s, p)); });
   row("latency p99 (ms)", [](const phase& p) { return fmt::format("{:.0f}", summarize(p).p99); });
+  row("  of successes",
+      [](const phase& p) { return fmt::format("{:.0f}", summarize(p, outcome::succeeded).p99); });
+  row("  of failures", [](const phase& p) { return fmt::format("{:.0f}", summarize(p, outcome::failed).p99); });
   row("latency max (ms)", [](const phase& p) { return fmt::format("{:.0f}", summarize(p).max); });
 }
 
@@ -557,87 +580,258 @@ double nice_top(double v) {
   return 50 * power;
 }
 
+// A tick step of 1, 2 or 5 times a power of ten giving at most `ticks` steps.
+double nice_step(double span, int ticks) {
+  const double power = std::pow(10.0, std::floor(std::log10(std::max(span, 1e-9) / ticks)));
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (span / (m * power) <= ticks) return m * power;
+  }
+  return 10 * power;
+}
+
+// The tops of the bumps over capacity that a phase honouring Retry-After
+// makes when the callers a burst of 503 + Retry-After turned away all come
+// back together: outside the outage and the bursts, from Retry-After after a
+// burst began until Retry-After plus the client's backoff after it ended.
+struct bump {
+  std::size_t phase, window;
+  int load;
+};
+
+std::vector<bump> retry_after_returns(const scenario& s, const std::vector<phase>& phases) {
+  std::vector<bump> out;
+  for (std::size_t i = 0; i < phases.size(); ++i) {
+    const auto& p = phases[i];
+    if (p.retry_after_honoured == 0) continue;
+    for (auto b = s.burst_first; b < s.duration; b += s.burst_every) {
+      if (s.in_outage(b)) continue;
+      std::optional<bump> top;
+      for (auto t = b + retry_after; t < std::min(s.duration, b + s.burst + retry_after + resilient_backoff_cap);
+           t += window) {
+        const auto w = static_cast<std::size_t>(t / window);
+        if (w >= p.load.size() || s.in_outage(t) || s.in_burst(t) || p.load[w] <= s.capacity) continue;
+        if (!top || p.load[w] > top->load) top = bump{i, w, p.load[w]};
+      }
+      if (top) out.push_back(*top);
+    }
+  }
+  return out;
+}
+
+// Three panels on one time axis: the server's load, then the p99 latency of
+// the calls that succeeded and of those that failed, apart: a client that
+// fails fast (a breaker refusing) is not slow, and one that waits out a
+// Retry-After before succeeding is slow only for those calls.
 std::string svg_chart(const scenario& s, const std::vector<phase>& phases) {
-  static constexpr const char* colours[] = {"#7f7f7f", "#d62728", "#2ca02c", "#1f77b4"};
-  constexpr double width = 1000, left = 60, right = 250, panel_h = 260, top1 = 45, top2 = 375, height = 680;
+  static constexpr const char* colours[] = {"#7f7f7f", "#d62728", "#1f77b4", "#2ca02c"};
+  constexpr double width = 1040, left = 64, right = 270, load_h = 240, latency_h = 160, gap = 78;
+  constexpr double top_load = 70, top_ok = top_load + load_h + gap, top_failed = top_ok + latency_h + gap;
+  constexpr double height = top_failed + latency_h + 40;
   const double plot_w = width - left - right;
   const double span = seconds(s.duration);
+  const double time_step = nice_step(span, 8);
   auto x = [&](double sec) { return left + plot_w * sec / span; };
+  auto colour_of = [&](std::size_t i) { return colours[i % std::size(colours)]; };
 
   std::string out = fmt::format(
       "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' font-family='sans-serif' font-size='12'>\n"
-      "<rect width='100%' height='100%' fill='white'/>\n",
-      width, height);
-  auto shade = [&](double top, double from, double to, const char* fill) {
+      "<rect width='100%' height='100%' fill='white'/>\n"
+      "<text x='{}' y='24' font-size='16'>{} users against a failing server, once per client; the same fault "
+      "schedule each time</text>\n",
+      width, height, left, s.users);
+  auto shade = [&](double top, double h, double from, double to, const char* fill) {
     if (to <= from) return;
     out += fmt::format("<rect x='{:.1f}' y='{}' width='{:.1f}' height='{}' fill='{}'/>\n", x(from), top,
-                       x(to) - x(from), panel_h, fill);
+                       x(to) - x(from), h, fill);
   };
-  auto panel = [&](double top, std::string_view title, double ymax, std::string_view unit) {
+  auto panel = [&](double top, double h, std::string_view title, double ymax, std::string_view unit) {
     // The outage, and the bursts of 503 + Retry-After, behind the lines.
-    shade(top, seconds(s.outage_from), std::min(span, seconds(s.outage_to)), "#fbe3e3");
+    shade(top, h, seconds(s.outage_from), std::min(span, seconds(s.outage_to)), "#fbe3e3");
     for (auto b = s.burst_first; b < s.duration; b += s.burst_every) {
-      if (!s.in_outage(b)) shade(top, seconds(b), std::min(span, seconds(b + s.burst)), "#fdf0d8");
+      if (!s.in_outage(b)) shade(top, h, seconds(b), std::min(span, seconds(b + s.burst)), "#fdf0d8");
     }
-    out += fmt::format("<text x='{}' y='{}' font-size='15'>{}</text>\n", left, top - 12, title);
-    out += fmt::format("<line x1='{0}' y1='{1}' x2='{0}' y2='{2}' stroke='black'/>\n", left, top, top + panel_h);
-    out += fmt::format("<line x1='{0}' y1='{1}' x2='{2}' y2='{1}' stroke='black'/>\n", left, top + panel_h,
-                       left + plot_w);
+    out += fmt::format("<text x='{}' y='{}' font-size='14'>{}</text>\n", left, top - 10, title);
+    out += fmt::format("<line x1='{0}' y1='{1}' x2='{0}' y2='{2}' stroke='black'/>\n", left, top, top + h);
+    out += fmt::format("<line x1='{0}' y1='{1}' x2='{2}' y2='{1}' stroke='black'/>\n", left, top + h, left + plot_w);
     for (int i = 0; i <= 5; ++i) {
-      const double v = ymax * i / 5.0, sec = span * i / 5.0;
+      const double v = ymax * i / 5.0;
       out += fmt::format("<text x='{}' y='{:.1f}' text-anchor='end'>{:.0f}{}</text>\n", left - 6,
-                         top + panel_h * (1 - i / 5.0) + 4, v, i == 5 ? unit : "");
-      out += fmt::format("<text x='{:.1f}' y='{}' text-anchor='middle'>{:.1f}s</text>\n", x(sec), top + panel_h + 16,
-                         sec);
+                         top + h * (1 - i / 5.0) + 4, v, i == 5 ? unit : "");
+      if (i > 0) {
+        out += fmt::format("<line x1='{}' y1='{:.1f}' x2='{}' y2='{:.1f}' stroke='#000' stroke-opacity='0.08'/>\n",
+                           left + 1, top + h * (1 - i / 5.0), left + plot_w, top + h * (1 - i / 5.0));
+      }
+    }
+    for (double sec = 0; sec <= span + 1e-9; sec += time_step) {
+      out += fmt::format("<text x='{:.1f}' y='{}' text-anchor='middle'>{:g} s</text>\n", x(sec), top + h + 16, sec);
     }
     if (s.outage_from < s.duration) {
       out += fmt::format("<text x='{:.1f}' y='{}' fill='#b03030'>outage</text>\n", x(seconds(s.outage_from)) + 4,
                          top + 14);
     }
   };
-  auto line = [&](double top, double ymax, const std::vector<double>& values, double step, const char* colour) {
+  // Earlier phases drawn wider, so that a later line on the same values
+  // leaves them visible on either side.
+  auto stroke_width = [&](std::size_t i) { return 1.5 + 1.2 * static_cast<double>(phases.size() - 1 - i); };
+  auto line = [&](double top, double h, double ymax, const std::vector<double>& values, double step, std::size_t i) {
     std::string points;
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      const double y = top + panel_h * (1.0 - std::min(values[i], ymax) / ymax);
-      points += fmt::format("{:.1f},{:.1f} ", x(step * (static_cast<double>(i) + 0.5)), y);
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      points += fmt::format("{:.1f},{:.1f} ", x(step * (static_cast<double>(k) + 0.5)),
+                            top + h * (1.0 - values[k] / ymax));
     }
-    out += fmt::format("<polyline fill='none' stroke='{}' stroke-width='1.5' points='{}'/>\n", colour, points);
+    out += fmt::format("<polyline fill='none' stroke='{}' stroke-width='{:.1f}' stroke-linejoin='round' "
+                       "points='{}'/>\n",
+                       colour_of(i), stroke_width(i), points);
+  };
+  // One level per bucket, held across it; a gap where the bucket had no call
+  // of that kind (NaN), not a zero.
+  auto steps = [&](double top, double h, double ymax, const std::vector<double>& values, double step, std::size_t i) {
+    std::string path;
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      if (std::isnan(values[k])) continue;
+      const double y = top + h * (1.0 - values[k] / ymax);
+      const bool joined = k > 0 && !std::isnan(values[k - 1]);
+      path += fmt::format("{}{:.1f},{:.1f} H{:.1f} ", joined ? "L" : "M", x(step * static_cast<double>(k)), y,
+                          x(std::min(span, step * static_cast<double>(k + 1))));
+    }
+    out += fmt::format("<path fill='none' stroke='{}' stroke-width='{:.1f}' d='{}'/>\n", colour_of(i),
+                       stroke_width(i), path);
   };
 
-  // Load: clipped at three times the capacity, every peak given in the legend.
+  // Load, on a range that holds every phase's peak.
   int peak = 1;
   for (const auto& p : phases) peak = std::max(peak, peak_load(p));
-  const double load_max = nice_top(std::min(peak, 3 * s.capacity));
-  panel(top1, fmt::format("Requests reaching the server per 100 ms, {} users", s.users), load_max, "");
-  const double cap_y = top1 + panel_h * (1.0 - std::min<double>(s.capacity, load_max) / load_max);
-  out += fmt::format("<line x1='{0}' y1='{1:.1f}' x2='{2}' y2='{1:.1f}' stroke='gray' stroke-dasharray='4 3'/>"
-                     "<text x='{3}' y='{4:.1f}' fill='gray'>capacity</text>\n",
-                     left, cap_y, left + plot_w, left + plot_w - 55, cap_y - 4);
-  std::vector<std::vector<double>> p99s;
-  double latency_max = 1;
-  for (const auto& p : phases) {
-    p99s.push_back(p99_over_time(s, p));
-    for (double v : p99s.back()) latency_max = std::max(latency_max, v);
+  const double load_max = nice_top(std::max(peak, s.capacity) * 1.08);
+  panel(top_load, load_h, fmt::format("Requests reaching the server per {} ms", ms(window).count()), load_max, "");
+  const double cap_y = top_load + load_h * (1.0 - s.capacity / load_max);
+  out += fmt::format("<line x1='{0}' y1='{1:.1f}' x2='{2}' y2='{1:.1f}' stroke='#444' stroke-dasharray='5 3'/>"
+                     "<text x='{3}' y='{4:.1f}' fill='#444' text-anchor='end'>capacity {5}</text>\n",
+                     left, cap_y, left + plot_w, left + plot_w - 4, cap_y - 4, s.capacity);
+  for (auto b = s.burst_first; b < s.duration; b += s.burst_every) {
+    if (s.in_outage(b)) continue;
+    out += fmt::format("<text x='{:.1f}' y='{}' font-size='10' fill='#9a6a10' text-anchor='middle'>503s</text>\n",
+                       x(seconds(b + s.burst / 2)), top_load + 12);
   }
-  latency_max = nice_top(latency_max);
-  panel(top2, fmt::format("p99 latency of the calls started in each {} ms", ms(latency_bucket).count()), latency_max,
-        " ms");
   for (std::size_t i = 0; i < phases.size(); ++i) {
     const auto& p = phases[i];
-    const char* colour = colours[i % std::size(colours)];
-    line(top1, load_max, std::vector<double>(p.load.begin(), p.load.end()), seconds(window), colour);
-    line(top2, latency_max, p99s[i], seconds(latency_bucket), colour);
-    const double ly = top1 + 20.0 * static_cast<double>(i);
-    out += fmt::format("<line x1='{0}' y1='{1}' x2='{2}' y2='{1}' stroke='{3}' stroke-width='3'/>"
-                       "<text x='{4}' y='{5}'>{6}</text>\n",
-                       width - right + 15, ly, width - right + 35, colour, width - right + 40, ly + 4,
-                       fmt::format("{} (peak {}, {} ok)", p.name, peak_load(p), percent(p.successes, p.calls)));
+    line(top_load, load_h, load_max, std::vector<double>(p.load.begin(), p.load.end()), seconds(window), i);
   }
-  out += fmt::format("<rect x='{}' y='{}' width='14' height='10' fill='#fbe3e3'/><text x='{}' y='{}'>outage</text>\n",
-                     width - right + 18, top1 + 75, width - right + 40, top1 + 84);
-  out += fmt::format(
-      "<rect x='{}' y='{}' width='14' height='10' fill='#fdf0d8'/><text x='{}' y='{}'>503 + Retry-After</text>\n",
-      width - right + 18, top1 + 95, width - right + 40, top1 + 104);
+  for (const auto& b : retry_after_returns(s, phases)) {
+    const double px = x(seconds(window) * (static_cast<double>(b.window) + 0.5));
+    const double py = top_load + load_h * (1.0 - b.load / load_max);
+    out += fmt::format("<line x1='{0:.1f}' y1='{1:.1f}' x2='{0:.1f}' y2='{2:.1f}' stroke='{3}'/>"
+                       "<text x='{0:.1f}' y='{4:.1f}' font-size='10' fill='{3}' text-anchor='middle'>"
+                       "<tspan x='{0:.1f}'>back after</tspan><tspan x='{0:.1f}' dy='11'>Retry-After</tspan></text>\n",
+                       px, py - 3, py - 14, colour_of(b.phase), py - 38);
+  }
+
+  // What each phase's line does in the outage and the first burst, said on the line.
+  auto label_at = [&](std::size_t i, double sec, double load, std::string_view first, std::string_view second) {
+    const double y = top_load + load_h * (1.0 - load / load_max) - (second.empty() ? 6 : 19);
+    out += fmt::format("<text x='{0:.1f}' y='{1:.1f}' font-size='11' fill='{2}' text-anchor='middle'>"
+                       "<tspan x='{0:.1f}'>{3}</tspan><tspan x='{0:.1f}' dy='13'>{4}</tspan></text>\n",
+                       x(sec), y, colour_of(i), first, second);
+  };
+  const auto window_at = [&](sclock::duration t) { return static_cast<std::size_t>(t / window); };
+  for (std::size_t i = 0; i < phases.size(); ++i) {
+    const auto& p = phases[i];
+    if (p.refused > 0 && s.outage_from < s.duration) {
+      // Where the breaker is open the load drops below the plain client's own.
+      const auto mid = s.outage_from + (std::min(s.outage_to, s.duration) - s.outage_from) / 2;
+      if (const auto w = window_at(mid); w < p.load.size()) {
+        label_at(i, seconds(mid), p.load[w], "breaker open: few requests reach the server", "");
+      }
+    }
+    if (p.retry_after_ignored > 0) {
+      // The first burst outside the outage: the load that retrying at once adds.
+      for (auto b = s.burst_first; b < s.duration; b += s.burst_every) {
+        if (s.in_outage(b)) continue;
+        const auto from = std::min(window_at(b), p.load.size());
+        const auto to = std::min(window_at(b + s.burst) + 1, p.load.size());
+        if (from == to) break;
+        const int top = *std::max_element(p.load.begin() + static_cast<long>(from),
+                                          p.load.begin() + static_cast<long>(to));
+        label_at(i, seconds(b + s.burst / 2), top, "retries at once,", "Retry-After ignored");
+        break;
+      }
+    }
+  }
+
+  // Latency: one scale for both panels, so that they compare.
+  std::vector<std::vector<double>> ok_p99, failed_p99;
+  double latency_max = 1;
+  for (const auto& p : phases) {
+    ok_p99.push_back(p99_over_time(s, p, true));
+    failed_p99.push_back(p99_over_time(s, p, false));
+    for (const auto* series : {&ok_p99.back(), &failed_p99.back()}) {
+      for (double v : *series) {
+        if (!std::isnan(v)) latency_max = std::max(latency_max, v);
+      }
+    }
+  }
+  latency_max = nice_top(latency_max * 1.05);
+  const auto bucket_ms = ms(latency_bucket).count();
+  for (const auto& [top, which] : {std::pair{top_ok, "SUCCEEDED"}, std::pair{top_failed, "FAILED"}}) {
+    panel(top, latency_h,
+          fmt::format("p99 latency of the calls that {}, by start time ({} ms buckets)", which, bucket_ms),
+          latency_max, " ms");
+  }
+  for (std::size_t i = 0; i < phases.size(); ++i) {
+    steps(top_ok, latency_h, latency_max, ok_p99[i], seconds(latency_bucket), i);
+    steps(top_failed, latency_h, latency_max, failed_p99[i], seconds(latency_bucket), i);
+  }
+
+  // Legends, right of each panel.
+  const double lx = width - right + 16;
+  for (std::size_t i = 0; i < phases.size(); ++i) {
+    const auto& p = phases[i];
+    const double ly = top_load + 6 + 34.0 * static_cast<double>(i);
+    out += fmt::format("<line x1='{0}' y1='{1}' x2='{2}' y2='{1}' stroke='{3}' stroke-width='3'/>"
+                       "<text x='{4}' y='{5}' font-weight='bold'>{6}</text>"
+                       "<text x='{4}' y='{7}' fill='#444'>peak {8}, {9} of calls ok</text>\n",
+                       lx, ly, lx + 20, colour_of(i), lx + 26, ly + 4, p.name, ly + 18, peak_load(p),
+                       percent(p.successes, p.calls));
+  }
+  const double keys = top_load + 6 + 34.0 * static_cast<double>(phases.size()) + 4;
+  out += fmt::format("<rect x='{}' y='{}' width='18' height='11' fill='#fbe3e3'/><text x='{}' y='{}'>outage: 503 "
+                     "or reset</text>\n",
+                     lx + 1, keys, lx + 26, keys + 10);
+  out += fmt::format("<rect x='{}' y='{}' width='18' height='11' fill='#fdf0d8'/><text x='{}' y='{}'>burst: 503 + "
+                     "Retry-After: 1</text>\n",
+                     lx + 1, keys + 20, lx + 26, keys + 30);
+  auto latency_legend = [&](double top, outcome of) {
+    for (std::size_t i = 0; i < phases.size(); ++i) {
+      const auto& p = phases[i];
+      const long n = std::count_if(p.latencies.begin(), p.latencies.end(),
+                                   [&](const latency_sample& l) { return l.succeeded == (of == outcome::succeeded); });
+      const auto l = summarize(p, of);
+      const double ly = top + 4 + 34.0 * static_cast<double>(i);
+      out += fmt::format("<line x1='{0}' y1='{1}' x2='{2}' y2='{1}' stroke='{3}' stroke-width='3'/>"
+                         "<text x='{4}' y='{5}'><tspan font-weight='bold'>{6}</tspan>: {7} calls</text>"
+                         "<text x='{4}' y='{8}' fill='#444'>p50 {9:.0f} ms, p99 {10:.0f} ms</text>\n",
+                         lx, ly, lx + 20, colour_of(i), lx + 26, ly + 4, p.name, n, ly + 18, l.p50, l.p99);
+    }
+  };
+  latency_legend(top_ok, outcome::succeeded);
+  latency_legend(top_failed, outcome::failed);
+  // Why a client's line sits where it does, from its own counts, under the legends.
+  const double notes = 4 + 34.0 * static_cast<double>(phases.size()) + 4;
+  for (std::size_t i = 0; i < phases.size(); ++i) {
+    const auto& p = phases[i];
+    auto note = [&](double top, std::string_view first, std::string second) {
+      out += fmt::format("<text x='{0}' y='{1}' font-size='11' fill='{2}'><tspan x='{0}'>{3}</tspan>"
+                         "<tspan x='{0}' dy='13'>{4}</tspan></text>\n",
+                         lx, top + notes, colour_of(i), first, second);
+    };
+    if (p.retry_after_honoured > 0) {
+      note(top_ok, fmt::format("{}: slow successes waited out", p.name),
+           fmt::format("Retry-After: 1 s ({} times)", p.retry_after_honoured));
+    }
+    if (p.refused > 0) {
+      note(top_failed, fmt::format("{}: {} of {} failures refused", p.name, p.refused, p.failures()),
+           "at once by its open breaker");
+    }
+  }
   return out + "</svg>\n";
 }
 

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -134,53 +135,113 @@ result run(const scenario& s, const strategy& st, Clock clock, asio::io_context&
   return r;
 }
 
+// The axis' top: 1, 2, 2.5, 4 or 5 times a power of ten, five ticks of it.
+double nice_top(double v) {
+  const double step = std::max(v, 1.0) / 5;
+  const double power = std::pow(10.0, std::floor(std::log10(step)));
+  for (double m : {1.0, 2.0, 2.5, 4.0, 5.0, 10.0}) {
+    if (m * power >= step) return 5 * m * power;
+  }
+  return 50 * power;
+}
+
+// A tick step of 1, 2 or 5 times a power of ten giving at most `ticks` steps.
+double nice_step(double span, int ticks) {
+  const double power = std::pow(10.0, std::floor(std::log10(std::max(span, 1e-9) / ticks)));
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (span / (m * power) <= ticks) return m * power;
+  }
+  return 10 * power;
+}
+
+// Small multiples: a panel per strategy, all on the same axes, so that the
+// panels compare at a glance and no strategy's line hides another's. The y
+// axis reaches the highest peak of all: nothing is cut off. What goes over
+// capacity is drawn red, the rest blue.
 std::string svg_chart(const scenario& s, const std::vector<result>& results, std::string_view time_label) {
-  static constexpr const char* colours[] = {"#d62728", "#ff7f0e", "#8c564b", "#1f77b4", "#2ca02c", "#9467bd", "#17becf"};
-  constexpr double width = 1000, height = 420, left = 60, right = 280, top = 40, bottom = 50;
+  constexpr int columns = 4;
+  constexpr double panel_w = 225, panel_h = 190, gap_x = 28, gap_y = 92, left = 50, top = 134, bottom = 40;
+  const int rows = (static_cast<int>(results.size()) + columns - 1) / columns;
+  const double width = left + columns * panel_w + (columns - 1) * gap_x + 20;
+  const double height = top + rows * panel_h + (rows - 1) * gap_y + bottom;
   std::size_t windows = 1;
   int peak = 1;
   for (const auto& r : results) {
     windows = std::max(windows, r.load.size());
     peak = std::max(peak, r.peak);
   }
-  // A retry storm dwarfs everything else: clip it, and give every peak in the legend.
-  peak = std::min(peak, 3 * s.capacity);
-  const double plot_w = width - left - right, plot_h = height - top - bottom;
-  const double seconds = std::chrono::duration<double>(s.window).count() * static_cast<double>(windows);
-  auto x = [&](double window) { return left + plot_w * window / static_cast<double>(windows); };
-  auto y = [&](double load) { return top + plot_h * (1.0 - std::min<double>(load, peak) / peak); };
+  const double y_top = nice_top(std::max(peak, s.capacity));
+  const double window_s = std::chrono::duration<double>(s.window).count();
+  const double seconds = window_s * static_cast<double>(windows);
+  const double outage_s = std::min(seconds, std::chrono::duration<double>(s.outage).count());
+  const double x_step = nice_step(seconds, 4);
+  const long window_ms = std::chrono::duration_cast<std::chrono::milliseconds>(s.window).count();
+  const int jobs = s.workers * s.jobs_per_worker;
 
   std::string out = fmt::format(
-      "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' font-family='sans-serif' font-size='12'>\n"
-      "<rect width='100%' height='100%' fill='white'/>\n"
-      "<text x='{}' y='22' font-size='15'>Requests reaching the service per {} ms, {} workers (outage: first {} s)</text>\n",
-      width, height, left, std::chrono::duration_cast<std::chrono::milliseconds>(s.window).count(), s.workers,
-      std::chrono::duration_cast<std::chrono::seconds>(s.outage).count());
-  // Axes, ticks and the capacity line.
-  out += fmt::format("<line x1='{0}' y1='{1}' x2='{0}' y2='{2}' stroke='black'/>\n", left, top, top + plot_h);
-  out += fmt::format("<line x1='{0}' y1='{1}' x2='{2}' y2='{1}' stroke='black'/>\n", left, top + plot_h, left + plot_w);
-  for (int i = 0; i <= 5; ++i) {
-    const double load = peak * i / 5.0, sec = seconds * i / 5.0;
-    out += fmt::format("<text x='{}' y='{}' text-anchor='end'>{:.0f}</text>\n", left - 6, y(load) + 4, load);
-    out += fmt::format("<text x='{}' y='{}' text-anchor='middle'>{:.1f}s</text>\n",
-                       x(static_cast<double>(windows) * i / 5.0), top + plot_h + 18, sec);
-  }
-  out += fmt::format("<line x1='{0}' y1='{1}' x2='{2}' y2='{1}' stroke='gray' stroke-dasharray='4 3'/>\n"
-                     "<text x='{3}' y='{4}' fill='gray'>capacity</text>\n",
-                     left, y(s.capacity), left + plot_w, left + plot_w - 50, y(s.capacity) - 4);
-  out += fmt::format("<text x='{}' y='{}' text-anchor='middle'>{}</text>\n", left + plot_w / 2, height - 10, time_label);
+      "<svg xmlns='http://www.w3.org/2000/svg' width='{:.0f}' height='{:.0f}' font-family='sans-serif' "
+      "font-size='11'>\n<rect width='100%' height='100%' fill='white'/>\n"
+      "<text x='{}' y='26' font-size='17'>Requests reaching the service per {} ms window, one panel per retry "
+      "strategy</text>\n"
+      "<text x='{}' y='48' font-size='12' fill='#444'>{} workers x {} jobs; the service is down for the first "
+      "{:.0f} s (shaded), then serves {} requests per window (dashed line) and turns the rest away.</text>\n"
+      "<text x='{}' y='68' font-size='12' fill='#444'>Every panel has the same scales. "
+      "<tspan fill='#d62728' font-weight='bold'>Red</tspan>: load over capacity.</text>\n",
+      width, height, left, window_ms, left, s.workers, s.jobs_per_worker, outage_s, s.capacity, left);
+
   for (std::size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
-    const char* colour = colours[i % std::size(colours)];
-    std::string points;
-    for (std::size_t w = 0; w < r.load.size(); ++w) points += fmt::format("{:.1f},{:.1f} ", x(w + 0.5), y(r.load[w]));
-    out += fmt::format("<polyline fill='none' stroke='{}' stroke-width='1.5' points='{}'/>\n", colour, points);
-    const double ly = top + 18.0 * static_cast<double>(i);
-    out += fmt::format("<line x1='{0}' y1='{1}' x2='{2}' y2='{1}' stroke='{3}' stroke-width='3'/>"
-                       "<text x='{4}' y='{5}'>{6}</text>\n",
-                       width - right + 15, ly, width - right + 35, colour, width - right + 40, ly + 4,
-                       fmt::format("{} (peak {})", r.name, r.peak));
+    const double x0 = left + static_cast<double>(i % columns) * (panel_w + gap_x);
+    const double y0 = top + static_cast<double>(i / columns) * (panel_h + gap_y);
+    auto x = [&](double sec) { return x0 + panel_w * sec / seconds; };
+    auto y = [&](double load) { return y0 + panel_h * (1.0 - load / y_top); };
+    const double cap_y = y(s.capacity);
+
+    out += fmt::format("<text x='{}' y='{}' font-size='13' font-weight='bold'>{}</text>\n", x0, y0 - 34, r.name);
+    out += fmt::format("<text x='{}' y='{}' fill='{}'>peak {}: {:.1f}x capacity</text>\n", x0, y0 - 19,
+                       r.peak > s.capacity ? "#b02020" : "#444", r.peak, static_cast<double>(r.peak) / s.capacity);
+    out += fmt::format("<text x='{}' y='{}' fill='#444'>{} of {} jobs ok, all over at {:.1f} s</text>\n", x0, y0 - 5,
+                       r.successes, jobs, std::chrono::duration<double>(r.done_after).count());
+    out += fmt::format("<rect x='{}' y='{}' width='{:.1f}' height='{}' fill='#fbe3e3'/>\n", x0, y0,
+                       x(outage_s) - x0, panel_h);
+    for (int t = 1; t <= 5; ++t) {
+      const double load = y_top * t / 5.0;
+      out += fmt::format("<line x1='{}' y1='{:.1f}' x2='{}' y2='{:.1f}' stroke='#e4e4e4'/>\n", x0 + 1, y(load),
+                         x0 + panel_w, y(load));
+    }
+    // The y labels once per row: every panel shares them.
+    if (i % columns == 0) {
+      for (int t = 0; t <= 5; ++t) {
+        const double load = y_top * t / 5.0;
+        out += fmt::format("<text x='{}' y='{:.1f}' text-anchor='end'>{:.0f}</text>\n", x0 - 5, y(load) + 4, load);
+      }
+    }
+    for (double at = 0; at <= seconds + 1e-9; at += x_step) {
+      out += fmt::format("<text x='{:.1f}' y='{}' text-anchor='middle'>{:g}s</text>\n", x(at), y0 + panel_h + 14, at);
+    }
+
+    // The load as an area, twice: clipped below the capacity line in blue and above it in red.
+    std::string points = fmt::format("{:.1f},{:.1f} ", x(0), y(0));
+    for (std::size_t w = 0; w < r.load.size(); ++w) {
+      points += fmt::format("{:.1f},{:.1f} ", x(window_s * (static_cast<double>(w) + 0.5)), y(r.load[w]));
+    }
+    points += fmt::format("{:.1f},{:.1f}", x(window_s * static_cast<double>(r.load.size())), y(0));
+    out += fmt::format("<clipPath id='over{0}'><rect x='{1}' y='{2}' width='{3}' height='{4:.1f}'/></clipPath>"
+                       "<clipPath id='under{0}'><rect x='{1}' y='{5:.1f}' width='{3}' height='{6:.1f}'/></clipPath>\n",
+                       i, x0, y0 - 1, panel_w, cap_y - y0 + 1, cap_y, y0 + panel_h - cap_y);
+    for (const auto& [clip, colour] : {std::pair{"under", "#1f77b4"}, std::pair{"over", "#d62728"}}) {
+      out += fmt::format("<polygon clip-path='url(#{0}{1})' fill='{2}' fill-opacity='0.35' stroke='{2}' "
+                         "stroke-width='1.2' points='{3}'/>\n",
+                         clip, i, colour, points);
+    }
+    out += fmt::format("<line x1='{0}' y1='{1:.1f}' x2='{2}' y2='{1:.1f}' stroke='#333' stroke-dasharray='5 3'/>\n",
+                       x0, cap_y, x0 + panel_w);
+    out += fmt::format("<line x1='{0}' y1='{1}' x2='{0}' y2='{2}' stroke='black'/>\n", x0, y0, y0 + panel_h);
+    out += fmt::format("<line x1='{0}' y1='{1}' x2='{2}' y2='{1}' stroke='black'/>\n", x0, y0 + panel_h,
+                       x0 + panel_w);
   }
+  out += fmt::format("<text x='{:.0f}' y='{:.0f}' text-anchor='middle' fill='#444'>{}</text>\n", width / 2,
+                     height - 8, time_label);
   return out + "</svg>\n";
 }
 
