@@ -6,6 +6,7 @@
 //                   [--threads T] [--handler-delay-ms D]
 //   http_load client --target host:port [--concurrency C] [--duration S] [--mode plain|resilient|both]
 //                    [--rounds R]
+//                    [--breaker polly]
 //   http_load [self] [client and server options]   # a server on a thread of its own, then client --mode both
 //
 // serve answers every request 200 "ok" (after D ms when asked) and prints
@@ -31,6 +32,10 @@
 // other round), and reports medians, each round's ratio resilient / plain
 // and the median of those ratios. The exit status is non-zero when a request
 // failed or none completed.
+// --breaker polly: the resilient client with Polly's breaker defaults (opens
+// at 10% failures of at least 100 attempts in 30 s, for 5 s) instead of the
+// client's: against a server failing 10% of requests it opens, and its
+// refused calls must still give the thread back (tests/bench/nginx.sh).
 #include "allocation_counter.hpp"
 
 #include <resilience/http/client.hpp>
@@ -103,6 +108,7 @@ struct settings {
   double duration_s = 5;
   client_mode mode = client_mode::both;
   unsigned rounds = 3;
+  bool polly_breaker = false;
 };
 
 template <class T>
@@ -161,6 +167,9 @@ settings parse(std::string_view command, int argc, char** argv, int first) {
       else if (value == "resilient") s.mode = client_mode::resilient;
       else if (value == "both") s.mode = client_mode::both;
       else throw std::invalid_argument("--mode: plain, resilient or both, not '" + std::string(value) + "'");
+    } else if (loading && name == "--breaker") {
+      if (value == "polly") s.polly_breaker = true;
+      else throw std::invalid_argument("--breaker: polly, not '" + std::string(value) + "'");
     } else {
       throw std::invalid_argument(std::string(name) + ": not an option of '" + std::string(command) + "'");
     }
@@ -535,6 +544,16 @@ round_result run_round(client_mode mode, const settings& s, const tcp::endpoint&
     client.emplace(rhttp::client_options::standard().pool(
         rhttp::connection_pool_options{}.max_connections_per_host(s.concurrency)));
   }
+  if (client && s.polly_breaker) {
+    client.reset();
+    client.emplace(rhttp::client_options::standard()
+                       .pool(rhttp::connection_pool_options{}.max_connections_per_host(s.concurrency))
+                       .breaker(resilience::breaker_options{}
+                                    .failure_ratio(0.1)
+                                    .minimum_calls(100)
+                                    .time_window(std::chrono::seconds(30))
+                                    .open_duration(std::chrono::seconds(5))));
+  }
   for (unsigned i = 0; i < s.concurrency; ++i) {
     if (client)
       asio::co_spawn(io, resilient_user(&*client, &to, &req, &round), asio::detached);
@@ -662,6 +681,7 @@ constexpr const char* usage =
     "                       [--threads T] [--handler-delay-ms D]\n"
     "       http_load client --target host:port [--concurrency C] [--duration S] [--mode plain|resilient|both]\n"
     "                        [--rounds R]\n"
+    "                        [--breaker polly]\n"
     "       http_load [self] [--concurrency C] [--duration S] [--mode M] [--rounds R] [--handler H]\n"
     "                        [--max-concurrent N] [--handler-delay-ms D]\n";
 
