@@ -51,6 +51,7 @@
 #include <resilience/detail/bounded_run.hpp>
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
+#include <resilience/detail/with_option.hpp>
 #include <resilience/stage.hpp>
 
 #include <boost/asio/awaitable.hpp>
@@ -193,9 +194,8 @@ class basic_adaptive_timeout : public value_stage_base<basic_adaptive_timeout<Cl
 
   // How the op is cancelled when time runs out, as for basic_timeout.
   basic_adaptive_timeout cancellation(boost::asio::cancellation_type type) const {
-    auto t = *this;
-    t.type_ = detail::checked_cancellation(type, "adaptive_timeout");
-    return t;
+    return resilience::detail::with_option(*this, &basic_adaptive_timeout::type_,
+        detail::checked_cancellation(type, "adaptive_timeout"));
   }
 
   template <resilience::clock K>

@@ -21,6 +21,7 @@
 #include <resilience/context.hpp>
 #include <resilience/detail/bounded_run.hpp>
 #include <resilience/error.hpp>
+#include <resilience/detail/with_option.hpp>
 #include <resilience/stage.hpp>
 
 #include <boost/asio/cancellation_type.hpp>
@@ -93,9 +94,7 @@ class basic_deadline_stage : public stage_base<basic_deadline_stage<Clock>> {
   // its own, the attempt timeout inside reports it instead, with reason
   // deadline_exceeded.
   basic_deadline_stage on_deadline(expiry_hook hook) const {
-    auto d = *this;
-    d.on_deadline_ = std::move(hook);
-    return d;
+    return resilience::detail::with_option(*this, &basic_deadline_stage::on_deadline_, std::move(hook));
   }
 
   // The relative budget, if the stage has one: pipelines check attempt

@@ -67,6 +67,7 @@
 #include <resilience/outcome.hpp>
 #include <resilience/properties.hpp>
 #include <resilience/retry.hpp>
+#include <resilience/detail/with_option.hpp>
 #include <resilience/stage.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -151,17 +152,13 @@ class basic_hedging_policy : public value_stage_base<basic_hedging_policy<Classi
   basic_hedging_policy max_attempts(std::uint32_t n) const {
     if (n < 1 || n > max_hedged_attempts)
       throw std::invalid_argument("hedging_policy::max_attempts: must be in [1, 5]");
-    auto p = *this;
-    p.max_attempts_ = n;
-    return p;
+    return resilience::detail::with_option(*this, &basic_hedging_policy::max_attempts_, n);
   }
   // Time without a final outcome before the next hedge starts: 0 (every
   // attempt at once) or more; 100 ms by default.
   basic_hedging_policy delay(duration d) const {
     if (d < duration::zero()) throw std::invalid_argument("hedging_policy::delay: must not be negative");
-    auto p = *this;
-    p.delay_ = d;
-    return p;
+    return resilience::detail::with_option(*this, &basic_hedging_policy::delay_, d);
   }
   // Which failures are non-fatal (gRFC A6's nonFatalStatusCodes): a
   // classifier over `const outcome<T>&` (and the attempt's context).
@@ -184,9 +181,7 @@ class basic_hedging_policy : public value_stage_base<basic_hedging_policy<Classi
   // Shared: it must outlive the policy.
   template <retry_budget B>
   basic_hedging_policy budget(B& budget) const {
-    auto p = *this;
-    p.budget_ = detail::budget_ref::to(budget);
-    return p;
+    return resilience::detail::with_option(*this, &basic_hedging_policy::budget_, detail::budget_ref::to(budget));
   }
   // The policy refers to the budget: a temporary one would be gone.
   template <class B>
@@ -197,14 +192,10 @@ class basic_hedging_policy : public value_stage_base<basic_hedging_policy<Classi
   // Run on the caller's executor; with a shared policy they must be
   // thread-safe.
   basic_hedging_policy on_hedge(hedge_hook h) const {
-    auto p = *this;
-    p.on_hedge_ = std::move(h);
-    return p;
+    return resilience::detail::with_option(*this, &basic_hedging_policy::on_hedge_, std::move(h));
   }
   basic_hedging_policy on_settled(settled_hook h) const {
-    auto p = *this;
-    p.on_settled_ = std::move(h);
-    return p;
+    return resilience::detail::with_option(*this, &basic_hedging_policy::on_settled_, std::move(h));
   }
 
   std::uint32_t max_attempts() const noexcept { return max_attempts_; }

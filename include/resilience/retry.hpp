@@ -56,6 +56,7 @@
 #include <resilience/outcome.hpp>
 #include <resilience/random.hpp>
 #include <resilience/retry_budget.hpp>
+#include <resilience/detail/with_option.hpp>
 #include <resilience/stage.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -321,24 +322,19 @@ class basic_retry_policy : public value_stage_base<basic_retry_policy<Classifier
   basic_retry_policy max_attempts(std::uint32_t n) const {
     if (n == 0)
       throw std::invalid_argument("retry_policy: max_attempts must be at least 1 (it counts the first attempt)");
-    auto p = *this;
-    p.options_.max_attempts = n;
-    return p;
+    return resilience::detail::with_option(*this, &basic_retry_policy::options_, &retry_options::max_attempts, n);
   }
 
   // The delays between attempts: replaces the whole schedule, its jitter
   // included (a backoff made without with_jitter() has none).
   basic_retry_policy backoff(const resilience::backoff& b) const {
-    auto p = *this;
-    p.options_.delays = b;
-    return p;
+    return resilience::detail::with_option(*this, &basic_retry_policy::options_, &retry_options::delays, b);
   }
 
   // Changes only the jitter of the current schedule.
   basic_retry_policy jitter(resilience::jitter j) const {
-    auto p = *this;
-    p.options_.delays = options_.delays.with_jitter(j);
-    return p;
+    return resilience::detail::with_option(*this, &basic_retry_policy::options_, &retry_options::delays,
+        options_.delays.with_jitter(j));
   }
 
   // Stops retrying, never an attempt: no wait starts that would end more
@@ -349,24 +345,20 @@ class basic_retry_policy : public value_stage_base<basic_retry_policy<Classifier
   // timeout), put a deadline_stage outside the retry. Must be positive.
   basic_retry_policy time_limit(duration limit) const {
     if (limit <= duration::zero()) throw std::invalid_argument("retry_policy: time_limit must be positive");
-    auto p = *this;
-    p.options_.time_limit = limit;
-    return p;
+    return resilience::detail::with_option(*this, &basic_retry_policy::options_, &retry_options::time_limit, limit);
   }
 
   basic_retry_policy random(random_source r) const {
-    auto p = *this;
-    p.listeners_ = detail::with_listener(listeners_, &retry_listeners::random, std::move(r));
-    return p;
+    return resilience::detail::with_option(*this, &basic_retry_policy::listeners_,
+        detail::with_listener(listeners_, &retry_listeners::random, std::move(r)));
   }
 
   // A line per retry, formatted with fmt: the failure (an error's message, an
   // exception's what(), or describe_result() of a failed value: see
   // describe_outcome), the attempt, the delay.
   basic_retry_policy logger(logger_type log) const {
-    auto p = *this;
-    p.listeners_ = detail::with_listener(listeners_, &retry_listeners::logger, std::move(log));
-    return p;
+    return resilience::detail::with_option(*this, &basic_retry_policy::listeners_,
+        detail::with_listener(listeners_, &retry_listeners::logger, std::move(log)));
   }
 
   // Decides the wait after each transient failure from its outcome and the
@@ -403,31 +395,24 @@ class basic_retry_policy : public value_stage_base<basic_retry_policy<Classifier
   // and must outlive the policy.
   template <retry_budget B>
   basic_retry_policy budget(B& budget) const {
-    auto p = *this;
-    p.budget_ = detail::budget_ref::to(budget);
-    return p;
+    return resilience::detail::with_option(*this, &basic_retry_policy::budget_, detail::budget_ref::to(budget));
   }
   // A budget already referred to (http::client_options holds one).
   basic_retry_policy budget(const detail::budget_ref& budget) const {
-    auto p = *this;
-    p.budget_ = budget;
-    return p;
+    return resilience::detail::with_option(*this, &basic_retry_policy::budget_, budget);
   }
   // Called when the budget refuses a retry, on the calling coroutine's
   // executor (thread-safe with a shared policy). What it throws becomes the
   // call's outcome.
   basic_retry_policy on_budget_refused(std::function<void(const budget_refusal&)> f) const {
-    auto p = *this;
-    p.listeners_ = detail::with_listener(listeners_, &retry_listeners::on_budget_refused, std::move(f));
-    return p;
+    return resilience::detail::with_option(*this, &basic_retry_policy::listeners_,
+        detail::with_listener(listeners_, &retry_listeners::on_budget_refused, std::move(f)));
   }
   // A refused retry ends the call with error::retry_budget_exhausted rather
   // than its last outcome, so that stages outside the retry (a fallback, a
   // breaker's classifier) can tell "the budget stopped it" from the failure.
   basic_retry_policy budget_refusal_as_error(bool yes = true) const {
-    auto p = *this;
-    p.budget_refusal_is_error_ = yes;
-    return p;
+    return resilience::detail::with_option(*this, &basic_retry_policy::budget_refusal_is_error_, yes);
   }
 
   // The policy refers to the budget: a temporary one would be gone.

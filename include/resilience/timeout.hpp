@@ -28,6 +28,7 @@
 #include <resilience/context.hpp>
 #include <resilience/detail/bounded_run.hpp>
 #include <resilience/error.hpp>
+#include <resilience/detail/with_option.hpp>
 #include <resilience/stage.hpp>
 
 #include <boost/asio/cancellation_type.hpp>
@@ -51,9 +52,8 @@ class basic_timeout : public stage_base<basic_timeout<Clock>> {
   // How the op is cancelled when time runs out. Terminal by default; an op
   // must opt in to see partial or total cancellation (its coroutine's filter).
   basic_timeout cancellation(boost::asio::cancellation_type type) const {
-    auto t = *this;
-    t.type_ = detail::checked_cancellation(type, "timeout");
-    return t;
+    return resilience::detail::with_option(*this, &basic_timeout::type_,
+        detail::checked_cancellation(type, "timeout"));
   }
 
   template <resilience::clock K>
@@ -67,9 +67,7 @@ class basic_timeout : public stage_base<basic_timeout<Clock>> {
   // Called once for each call the bound ended (see expiry_event). With a
   // shared stage it may run on several threads at once.
   basic_timeout on_timeout(expiry_hook hook) const {
-    auto t = *this;
-    t.on_timeout_ = std::move(hook);
-    return t;
+    return resilience::detail::with_option(*this, &basic_timeout::on_timeout_, std::move(hook));
   }
 
   duration limit() const noexcept { return limit_; }

@@ -13,4 +13,12 @@ Options with_option(const Options& options, Field Options::*field, Value&& value
   return copy;
 }
 
+// A field of a member (a policy's options struct).
+template <class Options, class Member, class Field, class Value>
+Options with_option(const Options& options, Member Options::*member, Field Member::*field, Value&& value) {
+  Options copy = options;
+  copy.*member.*field = std::forward<Value>(value);
+  return copy;
+}
+
 }  // namespace resilience::detail

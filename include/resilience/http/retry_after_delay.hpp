@@ -25,6 +25,7 @@
 // clock (std::chrono::system_clock, or the one given to wall_clock()).
 #pragma once
 
+#include <resilience/detail/with_option.hpp>
 #include <resilience/context.hpp>
 #include <resilience/http/classifier.hpp>
 #include <resilience/http/retry_after.hpp>
@@ -49,26 +50,20 @@ class retry_after_delay {
   // call as it is. Must be positive. Default: one minute.
   retry_after_delay max_retry_after(duration d) const {
     if (d <= duration::zero()) throw std::invalid_argument("http::retry_after_delay: max_retry_after must be positive");
-    auto r = *this;
-    r.max_ = d;
-    return r;
+    return resilience::detail::with_option(*this, &retry_after_delay::max_, d);
   }
   // On (the default): the server's delay and then the policy's backoff on
   // top, jittered as the policy says (retry_delay::after_then_backoff). Off:
   // exactly the server's delay, as Polly and Resilience4j wait it; many
   // clients told the same Retry-After then come back together.
   retry_after_delay jittered(bool on = true) const noexcept {
-    auto r = *this;
-    r.jittered_ = on;
-    return r;
+    return resilience::detail::with_option(*this, &retry_after_delay::jittered_, on);
   }
   // The wall clock an HTTP-date is compared with when the response has no
   // valid Date header (tests).
   retry_after_delay wall_clock(wall_clock_fn now) const {
     if (!now) throw std::invalid_argument("http::retry_after_delay: wall_clock must not be null");
-    auto r = *this;
-    r.now_ = now;
-    return r;
+    return resilience::detail::with_option(*this, &retry_after_delay::now_, now);
   }
 
   duration max_retry_after() const noexcept { return max_; }
