@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -27,6 +28,7 @@ using resilience::time_point;
 using resilience::testing::manual_clock;
 using resilience::test::completion;
 using resilience::test::spawn;
+using namespace resilience::test::extremes;
 
 namespace {
 
@@ -465,3 +467,107 @@ BOOST_AUTO_TEST_CASE(each_call_reads_the_limit_when_it_starts) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// -- latency_tracker_options: each setter, then the tracker ---------------
+
+BOOST_AUTO_TEST_CASE(latency_tracker_options_over_extreme_values) {
+  constexpr std::size_t max_window = latency_tracker_options::max_window;
+  const latency_tracker_options o;
+  struct row {
+    std::string what;
+    std::function<latency_tracker_options()> make;
+    rejects at_option;   // the setter's verdict
+    rejects at_tracker;  // the checks across fields, made by the tracker
+  };
+  const std::vector<row> rows = {
+      {"window(0)", [&] { return o.window(0); }, "window", accepted},
+      {"window(1)", [&] { return o.window(1).min_samples(1); }, accepted, accepted},
+      {"window(1), min_samples 10", [&] { return o.window(1); }, accepted, "min_samples"},
+      {"window(max_window)", [&] { return o.window(max_window); }, accepted, accepted},
+      {"window(max_window + 1)", [&] { return o.window(max_window + 1); }, "window", accepted},
+      {"window(2^60)", [&] { return o.window(std::size_t{1} << 60); }, "window", accepted},
+      {"window(SIZE_MAX)", [&] { return o.window(SIZE_MAX); }, "window", accepted},
+
+      {"percentile(0)", [&] { return o.percentile(0.0); }, "percentile", accepted},
+      {"percentile(-0.0)", [&] { return o.percentile(-0.0); }, "percentile", accepted},
+      {"percentile(denorm_min)", [&] { return o.percentile(denorm); }, accepted, accepted},
+      {"percentile(100)", [&] { return o.percentile(100.0); }, accepted, accepted},
+      {"percentile(100 + ulp)", [&] { return o.percentile(std::nextafter(100.0, 200.0)); }, "percentile", accepted},
+      {"percentile(-1)", [&] { return o.percentile(-1.0); }, "percentile", accepted},
+      {"percentile(double max)", [&] { return o.percentile(dbl_max); }, "percentile", accepted},
+      {"percentile(inf)", [&] { return o.percentile(inf); }, "percentile", accepted},
+      {"percentile(-inf)", [&] { return o.percentile(-inf); }, "percentile", accepted},
+      {"percentile(NaN)", [&] { return o.percentile(not_a_number); }, "percentile", accepted},
+
+      {"deviations(0)", [&] { return o.deviations(0.0); }, accepted, accepted},
+      {"deviations(-0.0)", [&] { return o.deviations(-0.0); }, accepted, accepted},
+      {"deviations(denorm_min)", [&] { return o.deviations(denorm); }, accepted, accepted},
+      {"deviations(double max)", [&] { return o.deviations(dbl_max); }, accepted, accepted},
+      {"deviations(-denorm_min)", [&] { return o.deviations(-denorm); }, "deviations", accepted},
+      {"deviations(-1)", [&] { return o.deviations(-1.0); }, "deviations", accepted},
+      {"deviations(inf)", [&] { return o.deviations(inf); }, "deviations", accepted},
+      {"deviations(NaN)", [&] { return o.deviations(not_a_number); }, "deviations", accepted},
+
+      {"bounds(1 tick, 1 tick)", [&] { return o.bounds(tick, tick); }, accepted, accepted},
+      {"bounds(1 tick, max)", [&] { return o.bounds(tick, dmax); }, accepted, accepted},
+      {"bounds(max, max)", [&] { return o.bounds(dmax, dmax); }, accepted, accepted},
+      {"bounds(0, 1s)", [&] { return o.bounds(0s, 1s); }, "min", accepted},
+      {"bounds(-1 tick, 1s)", [&] { return o.bounds(-tick, 1s); }, "min", accepted},
+      {"bounds(min, max)", [&] { return o.bounds(dmin, dmax); }, "min", accepted},
+      {"bounds(1s, 1s - 1 tick)", [&] { return o.bounds(1s, 1s - tick); }, "max", accepted},
+      {"bounds(1s, 0)", [&] { return o.bounds(1s, 0s); }, "max", accepted},
+      {"bounds(1s, min)", [&] { return o.bounds(1s, dmin); }, "max", accepted},
+
+      {"initial(1 tick)", [&] { return o.initial(tick); }, accepted, accepted},
+      {"initial(max)", [&] { return o.initial(dmax); }, accepted, accepted},
+      {"initial(0)", [&] { return o.initial(0s); }, "initial", accepted},
+      {"initial(-1 tick)", [&] { return o.initial(-tick); }, "initial", accepted},
+      {"initial(min)", [&] { return o.initial(dmin); }, "initial", accepted},
+
+      {"min_samples(0)", [&] { return o.min_samples(0); }, "min_samples", accepted},
+      {"min_samples(1)", [&] { return o.min_samples(1); }, accepted, accepted},
+      {"min_samples(window)", [&] { return o.min_samples(o.window()); }, accepted, accepted},
+      {"min_samples(window + 1)", [&] { return o.min_samples(o.window() + 1); }, accepted, "min_samples"},
+      {"min_samples(max_window)", [&] { return o.window(max_window).min_samples(max_window); }, accepted, accepted},
+      {"min_samples(max_window + 1)", [&] { return o.min_samples(max_window + 1); }, "min_samples", accepted},
+      {"min_samples(SIZE_MAX)", [&] { return o.min_samples(SIZE_MAX); }, "min_samples", accepted},
+
+      {"everything at its largest",
+       [&] {
+         return o.window(max_window)
+             .percentile(100)
+             .deviations(dbl_max)
+             .bounds(dmax, dmax)
+             .initial(dmax)
+             .min_samples(1);
+       },
+       accepted, accepted},
+      {"everything at its smallest",
+       [&] { return o.window(1).percentile(denorm).deviations(0).bounds(tick, tick).initial(tick).min_samples(1); },
+       accepted, accepted},
+  };
+  // Latencies at and past the ends of a duration, small and huge in turn.
+  const duration latencies[] = {0s, tick, -tick, dmin, dmax, 1ms, dmax, 0s, dmax - tick, 1h};
+  for (const row& r : rows) {
+    const auto options = enter(r.what, r.make, r.at_option);
+    if (!options) continue;
+    const auto tracker = enter(r.what + " (tracker)", [&] { return latency_tracker(*options); }, r.at_tracker);
+    if (!tracker) continue;
+
+    for (const duration latency : latencies) {
+      tracker->record(latency);
+      const auto stats = tracker->stats();
+      BOOST_TEST_REQUIRE((stats.limit >= options->min() && stats.limit <= options->max()), r.what);
+      BOOST_TEST_REQUIRE((stats.limit == tracker->current()), r.what);
+      BOOST_TEST_REQUIRE((stats.percentile >= 0s && stats.stddev >= 0s), r.what);
+      BOOST_TEST_REQUIRE(stats.samples <= options->window(), r.what);
+    }
+
+    // One call through the stage: it ends at the limit or when the op does.
+    virtual_calls vt;
+    const auto stage = resilience::adaptive_timeout(*tracker).clock(vt.clock);
+    const duration limit = stage.limit();
+    const auto done = vt.run(stage(vt.taking(1ms)));
+    check_bounded_call(r.what, vt, done, 1ms, limit, resilience::error::timeout);
+  }
+}

@@ -1,12 +1,14 @@
+#include "support.hpp"
+
 #include <resilience/backoff.hpp>
 #include <resilience/random.hpp>
-
-#include <boost/test/unit_test.hpp>
+#include <resilience/retry.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <numeric>
 #include <set>
 #include <stdexcept>
@@ -20,6 +22,9 @@ using resilience::delay_sequence;
 using resilience::duration;
 using resilience::jitter;
 using resilience::random_source;
+using resilience::retry_policy;
+using resilience::time_point;
+using namespace resilience::test::extremes;
 
 namespace {
 
@@ -488,3 +493,126 @@ BOOST_AUTO_TEST_CASE(copies_share_the_function_and_compare_equal) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// -- backoff: each factory, then with_jitter of each kind -----------------
+
+BOOST_AUTO_TEST_CASE(backoff_over_extreme_values) {
+  struct row {
+    const char* what;
+    std::function<backoff()> make;
+    rejects verdict;
+  };
+  const row rows[] = {
+      {"constant(0)", [] { return backoff::constant(0s); }, accepted},
+      {"constant(1 tick)", [] { return backoff::constant(tick); }, accepted},
+      {"constant(max)", [] { return backoff::constant(dmax); }, accepted},
+      {"constant(-1 tick)", [] { return backoff::constant(-tick); }, "delay"},
+      {"constant(min)", [] { return backoff::constant(dmin); }, "delay"},
+
+      {"linear(0, 0)", [] { return backoff::linear(0s, 0s); }, accepted},
+      {"linear(0, 1 tick)", [] { return backoff::linear(0s, tick); }, accepted},
+      {"linear(0, max)", [] { return backoff::linear(0s, dmax); }, accepted},
+      {"linear(0, 1 tick, 0)", [] { return backoff::linear(0s, tick, 0s); }, accepted},
+      {"linear(1 tick, 1 tick, 1 tick)", [] { return backoff::linear(tick, tick, tick); }, accepted},
+      {"linear(1 tick, max, max)", [] { return backoff::linear(tick, dmax, dmax); }, accepted},
+      {"linear(max, 0)", [] { return backoff::linear(dmax, 0s); }, accepted},
+      {"linear(max, max)", [] { return backoff::linear(dmax, dmax); }, accepted},
+      {"linear(-1 tick, 1s)", [] { return backoff::linear(-tick, 1s); }, "initial"},
+      {"linear(min, 1s)", [] { return backoff::linear(dmin, 1s); }, "initial"},
+      {"linear(0, -1 tick)", [] { return backoff::linear(0s, -tick); }, "step"},
+      {"linear(0, min)", [] { return backoff::linear(0s, dmin); }, "step"},
+      {"linear(1s, 1s, 1s - 1 tick)", [] { return backoff::linear(1s, 1s, 1s - tick); }, "cap"},
+      {"linear(0, 1s, -1 tick)", [] { return backoff::linear(0s, 1s, -tick); }, "cap"},
+      {"linear(0, 1s, min)", [] { return backoff::linear(0s, 1s, dmin); }, "cap"},
+
+      {"exponential(0)", [] { return backoff::exponential(0s); }, "base"},
+      {"exponential(-1 tick)", [] { return backoff::exponential(-tick); }, "base"},
+      {"exponential(min)", [] { return backoff::exponential(dmin); }, "base"},
+      {"exponential(1 tick, 2, no_cap)", [] { return backoff::exponential(tick, 2.0, backoff::no_cap); }, accepted},
+      {"exponential(1 tick, 2, 1 tick)", [] { return backoff::exponential(tick, 2.0, tick); }, accepted},
+      {"exponential(max, 2, max)", [] { return backoff::exponential(dmax, 2.0, dmax); }, accepted},
+      {"exponential(1s, 1)", [] { return backoff::exponential(1s, 1.0); }, accepted},
+      {"exponential(1s, 1 + epsilon)",
+       [] { return backoff::exponential(1s, 1.0 + std::numeric_limits<double>::epsilon()); }, accepted},
+      {"exponential(1s, 1e300, no_cap)", [] { return backoff::exponential(1s, 1e300, backoff::no_cap); }, accepted},
+      {"exponential(1 tick, double max, no_cap)", [] { return backoff::exponential(tick, dbl_max, backoff::no_cap); },
+       accepted},
+      {"exponential(1s, 2, 1s)", [] { return backoff::exponential(1s, 2.0, 1s); }, accepted},
+      {"exponential(1s, 0)", [] { return backoff::exponential(1s, 0.0); }, "factor"},
+      {"exponential(1s, 0.5)", [] { return backoff::exponential(1s, 0.5); }, "factor"},
+      {"exponential(1s, 1 - epsilon)",
+       [] { return backoff::exponential(1s, 1.0 - std::numeric_limits<double>::epsilon()); }, "factor"},
+      {"exponential(1s, -2)", [] { return backoff::exponential(1s, -2.0); }, "factor"},
+      {"exponential(1s, NaN)", [] { return backoff::exponential(1s, not_a_number); }, "factor"},
+      {"exponential(1s, inf)", [] { return backoff::exponential(1s, inf); }, "factor"},
+      {"exponential(1s, -inf)", [] { return backoff::exponential(1s, -inf); }, "factor"},
+      {"exponential(1s, 2, 0)", [] { return backoff::exponential(1s, 2.0, 0s); }, "cap"},
+      {"exponential(1s, 2, -1 tick)", [] { return backoff::exponential(1s, 2.0, -tick); }, "cap"},
+      {"exponential(1s, 2, min)", [] { return backoff::exponential(1s, 2.0, dmin); }, "cap"},
+
+      {"with_jitter(5)", [] { return backoff::constant(1s).with_jitter(static_cast<jitter>(5)); }, "jitter"},
+      {"with_jitter(255)", [] { return backoff::exponential(1s).with_jitter(static_cast<jitter>(255)); }, "jitter"},
+  };
+  const std::uint64_t retries[] = {0, 1, 2, 3, 64, 1000, UINT32_MAX, std::uint64_t{UINT32_MAX} + 1, UINT64_MAX};
+  for (const row& r : rows) {
+    const auto made = enter(r.what, r.make, r.verdict);
+    if (!made) continue;
+    const backoff schedule = *made;
+    // The nominal schedule: never past the cap, never shrinking, and at the
+    // cap at the end of time if it grows at all.
+    duration previous = duration::zero();
+    for (const std::uint64_t n : retries) {
+      const duration d = schedule.nominal(n);
+      BOOST_TEST((d >= previous && d <= schedule.cap()), r.what << ": nominal(" << n << ")");
+      previous = d;
+    }
+    const bool grows = schedule.step() > duration::zero() || schedule.factor() > 1.0;
+    if (grows) BOOST_TEST((schedule.nominal(UINT64_MAX) == schedule.cap()), r.what << ": saturates at the cap");
+
+    for (const jitter j : {jitter::none, jitter::full, jitter::equal, jitter::decorrelated_clamped, jitter::decorrelated_v2}) {
+      const std::string what = std::string(r.what) + ".with_jitter(" + resilience::to_string(j) + ")";
+      const bool decorrelated = j == jitter::decorrelated_clamped || j == jitter::decorrelated_v2;
+      const rejects verdict = decorrelated && schedule.first() == duration::zero()
+                                  ? rejects(schedule.kind() == backoff::shape::constant ? "delay" : "initial")
+                                  : accepted;
+      const auto jittered = enter(what, [&] { return schedule.with_jitter(j); }, verdict);
+      if (!jittered) continue;
+
+      // 300 delays: each within what its kind allows.
+      resilience::delay_sequence seq{*jittered};
+      const auto random = resilience::random_source::seeded(1);
+      for (std::uint64_t n = 1; n <= 300; ++n) {
+        const resilience::delay d = seq.next(random);
+        BOOST_TEST_REQUIRE((d.nominal == schedule.nominal(n)), what << ": retry " << n);
+        bool ok = d.actual >= duration::zero() && d.actual <= schedule.cap();
+        if (j == jitter::none) ok = ok && d.actual == d.nominal;
+        if (j == jitter::full) ok = ok && d.actual <= d.nominal;
+        if (j == jitter::equal) ok = ok && d.actual >= d.nominal / 2 - tick && d.actual <= d.nominal;
+        if (j == jitter::decorrelated_clamped) ok = ok && d.actual >= schedule.first();
+        BOOST_TEST_REQUIRE(ok, what << ": retry " << n << ": " << d.actual.count() << " ticks");
+      }
+
+      // Four attempts on virtual time: they end, and each wait is the delay
+      // the policy reported, saturating at the end of time.
+      virtual_calls vt;
+      std::vector<duration> waits;
+      const auto policy = retry_policy{}
+                              .max_attempts(4)
+                              .backoff(*jittered)
+                              .random(resilience::random_source::seeded(2))
+                              .clock(vt.clock)
+                              .on_retry([&](const auto& e) { waits.push_back(e.delay); });
+      const auto done = vt.run(resilience::co_retry(vt.failing(100), policy));
+      BOOST_TEST_REQUIRE(done.times == 1, what);
+      BOOST_TEST_REQUIRE((vt.calls.size() >= 1u && vt.calls.size() <= 4u), what);
+      BOOST_TEST_REQUIRE(waits.size() == vt.calls.size() - 1, what);
+      // Fewer calls only when the next wait would have ended at the end of
+      // time (no jitter lengthens a delay past its nominal one).
+      if (vt.calls.size() < 4u)
+        BOOST_TEST((add(vt.calls.back(), schedule.nominal(vt.calls.size())) == time_point::max()), what);
+      for (std::size_t i = 0; i < waits.size(); ++i) {
+        BOOST_TEST((vt.calls[i + 1] == add(vt.calls[i], waits[i])), what << ": wait " << i);
+      }
+    }
+  }
+}

@@ -29,7 +29,11 @@ using resilience::breaker_registry_options;
 using resilience::circuit_state;
 using resilience::testing::manual_clock;
 using resilience::test::completion;
+using resilience::test::fail;
+using resilience::test::name;
 using resilience::test::spawn;
+using resilience::test::succeed;
+using resilience::test::throws_naming;
 
 // Heap allocations counted, to show that looking up a key allocates nothing.
 // Not under a sanitizer: it brings its own operator new and checks that
@@ -68,24 +72,9 @@ namespace {
 using registry = resilience::basic_breaker_registry<std::string, manual_clock>;
 using result = boost::system::result<int>;
 
-std::string name(circuit_state s) { return resilience::to_string(s); }
-
 // Three failures in a row open a breaker for 10 minutes.
 breaker_options trip_after_3() {
   return breaker_options{}.consecutive_failures(3).no_failure_ratio().open_duration(10min);
-}
-
-void fail(registry::breaker_type& b, int n) {
-  for (int i = 0; i < n; ++i) {
-    auto p = b.try_acquire();
-    BOOST_REQUIRE(p);
-    p.record_failure();
-  }
-}
-void succeed(registry::breaker_type& b) {
-  auto p = b.try_acquire();
-  BOOST_REQUIRE(p);
-  p.record_success();
 }
 
 struct fixture {
@@ -240,14 +229,6 @@ BOOST_AUTO_TEST_CASE(a_call_outlives_its_stage_and_its_registry) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_options_are_rejected_naming_the_field) {
-  const auto throws_naming = [](auto make, const std::string& field) {
-    try {
-      make();
-      BOOST_ERROR("no exception for " << field);
-    } catch (const std::invalid_argument& e) {
-      BOOST_TEST(std::string(e.what()).find(field) != std::string::npos, e.what());
-    }
-  };
   const breaker_registry_options o;
   throws_naming([&] { return o.max_breakers(0); }, "max_breakers");
   throws_naming([&] { return o.idle_after(0s); }, "idle_after");

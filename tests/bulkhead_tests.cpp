@@ -33,7 +33,10 @@ using resilience::bulkhead_options;
 using resilience::bulkhead_reject_reason;
 using resilience::duration;
 using resilience::testing::manual_clock;
+using resilience::test::cancel_then_call;
 using resilience::test::completion;
+using resilience::test::counting;
+using resilience::test::names;
 using resilience::test::spawn;
 
 namespace {
@@ -267,21 +270,6 @@ BOOST_AUTO_TEST_CASE(try_acquire_is_raii) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-namespace {
-
-// Emits its own cancellation, then makes a call (a coroutine function, not
-// a lambda: a lambda's captures would be gone before its body runs).
-asio::awaitable<error_code> cancel_then_call(const bulkhead& b, asio::cancellation_signal& signal, int& calls) {
-  co_await asio::this_coro::throw_if_cancelled(false);  // else Asio throws at the co_await below
-  signal.emit(asio::cancellation_type::terminal);
-  co_return co_await b([&calls]() -> asio::awaitable<error_code> {
-    ++calls;
-    co_return error_code{};
-  });
-}
-
-}  // namespace
-
 BOOST_FIXTURE_TEST_SUITE(bulkhead_cancellation, fixture)
 
 BOOST_AUTO_TEST_CASE(a_cancelled_waiter_leaves_the_queue_at_once) {
@@ -333,7 +321,7 @@ BOOST_AUTO_TEST_CASE(a_call_cancelled_before_it_queues_does_not_queue) {
   completion<error_code> done;
   asio::cancellation_signal signal;
   int calls = 0;
-  spawn(io, cancel_then_call(b, signal, calls),         done, &signal);
+  spawn(io, cancel_then_call(b, signal, counting(calls)), done, &signal);
   poll();
   BOOST_TEST((done.value == aborted));
   BOOST_TEST(calls == 0);
@@ -445,9 +433,6 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(bulkhead_options_validation)
 
 BOOST_AUTO_TEST_CASE(bad_values_throw_naming_the_field) {
-  const auto names = [](const char* field) {
-    return [field](const std::invalid_argument& e) { return std::string(e.what()).find(field) != std::string::npos; };
-  };
   BOOST_CHECK_EXCEPTION(bulkhead_options{}.max_concurrent(0), std::invalid_argument, names("max_concurrent"));
   BOOST_CHECK_EXCEPTION(bulkhead_options{}.max_concurrent(1u << 31), std::invalid_argument, names("max_concurrent"));
   BOOST_CHECK_EXCEPTION(bulkhead_options{}.max_queue(1u << 31), std::invalid_argument, names("max_queue"));
@@ -480,23 +465,13 @@ using resilience::test::sleep_an_hour;
 template <class Bulkhead>
 void destroy_context_mid_call(const Bulkhead& b, int calls, std::uint32_t running,
                               resilience::bulkhead_permit* held = nullptr) {
-  int started = 0;
-  int completed = 0;
-  {
-    asio::io_context io;
-    for (int i = 0; i < calls; ++i) {
-      asio::co_spawn(io, b([&started] { return sleep_an_hour(&started); }),
-                     [&completed, guard = live(live::handlers)](std::exception_ptr, auto&&...) { ++completed; });
-    }
-    while (io.poll() != 0) {
-    }
-    BOOST_REQUIRE_EQUAL(started, static_cast<int>(running));
-    BOOST_REQUIRE_EQUAL(b.in_flight(), running + (held && *held ? 1u : 0u));
-    if (held) held->release();
-  }
-  BOOST_TEST(completed == 0);
-  BOOST_TEST(live::ops == 0, "op frames left after the context was destroyed");
-  BOOST_TEST(live::handlers == 0, "completion handlers left after the context was destroyed");
+  resilience::test::destroy_context_mid_calls(
+      calls, [&](int* started) { return b([started] { return sleep_an_hour(started); }); },
+      [&](int started) {
+        BOOST_REQUIRE_EQUAL(started, static_cast<int>(running));
+        BOOST_REQUIRE_EQUAL(b.in_flight(), running + (held && *held ? 1u : 0u));
+        if (held) held->release();
+      });
   BOOST_TEST(b.in_flight() == 0u, "a permit was not returned");
   BOOST_TEST(b.queued() == 0u, "a waiter was left in the queue");
 }

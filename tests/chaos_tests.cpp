@@ -37,8 +37,10 @@ using resilience::context;
 using resilience::random_source;
 using resilience::time_point;
 using resilience::testing::manual_clock;
+using resilience::test::cancel_then_call;
 using resilience::test::completion;
 using resilience::test::live;
+using resilience::test::names;
 using resilience::test::spawn;
 
 namespace {
@@ -97,15 +99,6 @@ asio::awaitable<result> sleep_on(manual_clock clock) {
   auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
   if (ec) co_return ec;
   co_return 1;
-}
-
-// Emits its own cancellation, then makes a call (a coroutine function, not
-// a lambda: a lambda's captures would be gone before its body runs).
-template <class Stage, class Op>
-asio::awaitable<result> cancel_then_call(const Stage& stage, asio::cancellation_signal& signal, Op op) {
-  co_await asio::this_coro::throw_if_cancelled(false);
-  signal.emit(asio::cancellation_type::terminal);
-  co_return co_await stage(std::move(op));
 }
 
 }  // namespace
@@ -560,9 +553,6 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(chaos_options_validation)
 
 BOOST_AUTO_TEST_CASE(bad_values_throw_naming_the_field) {
-  const auto names = [](const char* field) {
-    return [field](const std::invalid_argument& e) { return std::string(e.what()).find(field) != std::string::npos; };
-  };
   BOOST_CHECK_EXCEPTION(chaos_options{}.rate(-0.01), std::invalid_argument, names("rate"));
   BOOST_CHECK_EXCEPTION(chaos_options{}.rate(1.01), std::invalid_argument, names("rate"));
   BOOST_CHECK_EXCEPTION(chaos_options{}.rate(std::nan("")), std::invalid_argument, names("rate"));

@@ -30,6 +30,7 @@ using resilience::time_point;
 using resilience::testing::manual_clock;
 using resilience::test::completion;
 using resilience::test::live;
+using resilience::test::names;
 using resilience::test::spawn;
 
 namespace {
@@ -433,9 +434,6 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(fallback_options_validation)
 
 BOOST_AUTO_TEST_CASE(empty_callables_throw_naming_the_field) {
-  const auto names = [](const char* field) {
-    return [field](const std::invalid_argument& e) { return std::string(e.what()).find(field) != std::string::npos; };
-  };
   using op = std::function<asio::awaitable<int>(const context&)>;
   BOOST_CHECK_EXCEPTION(resilience::fallback_to(op{}), std::invalid_argument, names("fallback_to"));
   BOOST_CHECK_EXCEPTION(resilience::fallback_value(1).on_fallback(std::function<void(const outcome<int>&)>{}),

@@ -35,6 +35,7 @@ using resilience::retry_delay;
 using resilience::testing::manual_clock;
 using resilience::test::completion;
 using resilience::test::live;
+using resilience::test::names;
 using resilience::test::spawn;
 
 namespace {
@@ -718,9 +719,6 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(hedging_options)
 
 BOOST_AUTO_TEST_CASE(bad_values_are_refused_naming_the_field) {
-  const auto names = [](const char* field) {
-    return [field](const std::invalid_argument& e) { return std::string(e.what()).find(field) != std::string::npos; };
-  };
   const resilience::hedging_policy p;
   BOOST_CHECK_EXCEPTION(p.max_attempts(0), std::invalid_argument, names("max_attempts"));
   BOOST_CHECK_EXCEPTION(p.max_attempts(resilience::max_hedged_attempts + 1), std::invalid_argument,

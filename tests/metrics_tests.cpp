@@ -1,7 +1,8 @@
 // Metrics: counts from real pipelines on virtual time (retries, a breaker
 // opening, bulkhead rejections, timeouts), durations and outcomes of calls
 // and attempts, bucket edges, the Prometheus text exactly, escaping, exact
-// sums under two threads, cancellation and shutdown mid-call, options.
+// sums under two threads, cancellation and shutdown mid-call, options; and
+// the application's own instruments in a registry.
 #include "support.hpp"
 
 #include <resilience/bulkhead.hpp>
@@ -29,11 +30,14 @@ using namespace std::chrono_literals;
 namespace asio = boost::asio;
 using boost::system::error_code;
 using resilience::duration;
+using resilience::metric_kind;
 using resilience::metrics;
 using resilience::metrics_options;
 using resilience::testing::manual_clock;
 using resilience::test::completion;
+using resilience::test::contains;
 using resilience::test::spawn;
+using resilience::test::throws_naming;
 
 namespace {
 
@@ -434,35 +438,25 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(metrics_validation)
 
-template <class F>
-void expect_invalid(F f, const std::string& names) {
-  try {
-    f();
-    BOOST_ERROR("no exception for " + names);
-  } catch (const std::invalid_argument& e) {
-    BOOST_TEST(std::string(e.what()).find(names) != std::string::npos, e.what());
-  }
-}
-
 BOOST_AUTO_TEST_CASE(bad_buckets_and_names_throw_naming_the_field) {
   const metrics_options o;
-  expect_invalid([&] { (void)o.exponential_buckets(duration::zero(), 2, 5); }, "exponential_buckets: first");
-  expect_invalid([&] { (void)o.exponential_buckets(1ms, 1.0, 5); }, "exponential_buckets: factor");
-  expect_invalid([&] { (void)o.exponential_buckets(1ms, std::nan(""), 5); }, "exponential_buckets: factor");
-  expect_invalid([&] { (void)o.exponential_buckets(1ms, 2, 0); }, "exponential_buckets: count");
-  expect_invalid([&] { (void)o.exponential_buckets(1ms, 2, 33); }, "exponential_buckets: count");
-  expect_invalid([&] { (void)o.exponential_buckets(duration(1), 1.1, 3); }, "exponential_buckets: factor too small");
-  expect_invalid([&] { (void)o.exponential_buckets(1s, 10, 8); }, "exponential_buckets: the last bound");
-  expect_invalid([&] { (void)o.buckets({}); }, "buckets: give 1 to 32");
-  expect_invalid([&] { (void)o.buckets({2ms, 1ms}); }, "buckets: bounds must be strictly increasing");
-  expect_invalid([&] { (void)o.buckets({1ms, 1ms}); }, "buckets: bounds must be strictly increasing");
-  expect_invalid([&] { (void)o.buckets({-1ms}); }, "buckets: bounds must be positive");
-  expect_invalid([&] { (void)o.buckets({25h}); }, "buckets: bounds must be at most 24 h");
+  throws_naming([&] { (void)o.exponential_buckets(duration::zero(), 2, 5); }, "exponential_buckets: first");
+  throws_naming([&] { (void)o.exponential_buckets(1ms, 1.0, 5); }, "exponential_buckets: factor");
+  throws_naming([&] { (void)o.exponential_buckets(1ms, std::nan(""), 5); }, "exponential_buckets: factor");
+  throws_naming([&] { (void)o.exponential_buckets(1ms, 2, 0); }, "exponential_buckets: count");
+  throws_naming([&] { (void)o.exponential_buckets(1ms, 2, 33); }, "exponential_buckets: count");
+  throws_naming([&] { (void)o.exponential_buckets(duration(1), 1.1, 3); }, "exponential_buckets: factor too small");
+  throws_naming([&] { (void)o.exponential_buckets(1s, 10, 8); }, "exponential_buckets: the last bound");
+  throws_naming([&] { (void)o.buckets({}); }, "buckets: give 1 to 32");
+  throws_naming([&] { (void)o.buckets({2ms, 1ms}); }, "buckets: bounds must be strictly increasing");
+  throws_naming([&] { (void)o.buckets({1ms, 1ms}); }, "buckets: bounds must be strictly increasing");
+  throws_naming([&] { (void)o.buckets({-1ms}); }, "buckets: bounds must be positive");
+  throws_naming([&] { (void)o.buckets({25h}); }, "buckets: bounds must be at most 24 h");
   metrics m;
-  expect_invalid([&] { (void)m.stage(""); }, "metrics::stage: pipeline");
-  expect_invalid([&] { (void)m.attempt_stage(""); }, "metrics::attempt_stage: pipeline");
-  expect_invalid([&] { (void)m.retry_events("p", ""); }, "metrics::retry_events: strategy");
-  expect_invalid([&] { (void)m.breaker_events("", "b"); }, "metrics::breaker_events: pipeline");
+  throws_naming([&] { (void)m.stage(""); }, "metrics::stage: pipeline");
+  throws_naming([&] { (void)m.attempt_stage(""); }, "metrics::attempt_stage: pipeline");
+  throws_naming([&] { (void)m.retry_events("p", ""); }, "metrics::retry_events: strategy");
+  throws_naming([&] { (void)m.breaker_events("", "b"); }, "metrics::breaker_events: pipeline");
 }
 
 BOOST_AUTO_TEST_CASE(the_defaults_double_from_one_millisecond) {
@@ -473,6 +467,80 @@ BOOST_AUTO_TEST_CASE(the_defaults_double_from_one_millisecond) {
   BOOST_TEST((bounds.back() == 16384ms));
   const auto thirds = metrics_options{}.exponential_buckets(1ms, 3, 3);
   BOOST_TEST((thirds.bucket_bounds()[2] == 9ms));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+const resilience::metric_family* family(const resilience::metrics_snapshot& s, const std::string& name) {
+  for (const auto& f : s.families)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(instruments)
+
+BOOST_AUTO_TEST_CASE(counters_gauges_and_histograms_are_served_from_the_moment_they_are_made) {
+  resilience::metrics registry;
+  const auto quotes = registry.counter("gateway.quotes", {{"outcome", "ok"}}, "Quotes served.");
+  const auto failed = registry.counter("gateway.quotes", {{"outcome", "failed"}});
+  const auto in_flight = registry.gauge("gateway.in_flight");
+  const auto latency = registry.histogram("gateway.upstream.wait", {}, "Waits.", resilience::http_duration_buckets());
+  std::string page = resilience::prometheus_text(registry);
+  BOOST_TEST(contains(page, "gateway_quotes_total{outcome=\"failed\"} 0\n"), page);
+  BOOST_TEST(contains(page, "gateway_quotes_total{outcome=\"ok\"} 0\n"), page);
+  BOOST_TEST(contains(page, "# TYPE gateway_in_flight gauge\ngateway_in_flight 0\n"), page);
+  BOOST_TEST(contains(page, "gateway_upstream_wait_seconds_count 0\n"), page);
+
+  quotes.add();
+  quotes.add(2);
+  registry.counter("gateway.quotes", {{"outcome", "ok"}}).add();  // the same series
+  in_flight.add(3);
+  in_flight.add(-5);
+  latency.record(7ms);
+  latency.record(30s);
+  BOOST_TEST(quotes.value() == 4u);
+  BOOST_TEST(failed.value() == 0u);
+  page = resilience::prometheus_text(registry);
+  BOOST_TEST(contains(page, "gateway_quotes_total{outcome=\"ok\"} 4\n"), page);
+  BOOST_TEST(contains(page, "gateway_in_flight -2\n"), page);
+  BOOST_TEST(contains(page, "gateway_upstream_wait_seconds_bucket{le=\"0.005\"} 0\n"), page);
+  BOOST_TEST(contains(page, "gateway_upstream_wait_seconds_bucket{le=\"0.01\"} 1\n"), page);
+  BOOST_TEST(contains(page, "gateway_upstream_wait_seconds_bucket{le=\"10\"} 1\n"), page);
+  BOOST_TEST(contains(page, "gateway_upstream_wait_seconds_bucket{le=\"+Inf\"} 2\n"), page);
+  BOOST_TEST(contains(page, "gateway_upstream_wait_seconds_sum 30.007\n"), page);
+  BOOST_TEST(contains(page, "# HELP gateway_quotes_total Quotes served.\n"), page);
+
+  const auto snap = registry.snapshot();
+  const auto* f = family(snap, "gateway.quotes");
+  BOOST_REQUIRE(f);
+  BOOST_TEST((f->kind == metric_kind::counter));
+  BOOST_TEST(f->samples.size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(bad_names_and_changed_shapes_are_refused) {
+  resilience::metrics registry;
+  BOOST_CHECK_THROW(registry.counter(""), std::invalid_argument);
+  BOOST_CHECK_THROW(registry.counter("9lives"), std::invalid_argument);
+  BOOST_CHECK_THROW(registry.counter("has space"), std::invalid_argument);
+  BOOST_CHECK_THROW(registry.counter("ok", {{"bad-label", "x"}}), std::invalid_argument);
+  BOOST_CHECK_THROW(registry.counter("resilience.strategy.events"), std::invalid_argument);
+  BOOST_CHECK_THROW(registry.counter("resilience_strategy_events"), std::invalid_argument);  // written alike
+  registry.counter("app.requests");
+  BOOST_CHECK_THROW(registry.counter("app_requests"), std::invalid_argument);
+  BOOST_CHECK_THROW(registry.counter("x", {{"a.b", "1"}, {"a_b", "2"}}), std::invalid_argument);
+  BOOST_CHECK_THROW(registry.counter("y", {{"__name", "1"}}), std::invalid_argument);
+  BOOST_CHECK_THROW(registry.histogram("z", {{"le", "1"}}), std::invalid_argument);
+  registry.counter("calls", {{"peer", "a"}});
+  BOOST_CHECK_THROW(registry.gauge("calls", {{"peer", "a"}}), std::invalid_argument);  // another kind
+  BOOST_CHECK_THROW(registry.counter("calls", {{"host", "a"}}), std::invalid_argument);  // other label names
+  registry.histogram("waits", {}, {}, resilience::http_duration_buckets());
+  BOOST_CHECK_THROW(registry.histogram("waits"), std::invalid_argument);  // other bounds
+  const resilience::duration unordered[] = {2s, 1s};
+  BOOST_CHECK_THROW(registry.histogram("other", {}, {}, unordered), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

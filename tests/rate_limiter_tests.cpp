@@ -36,7 +36,10 @@ using resilience::rate_limit_reject_reason;
 using resilience::rate_limiter_options;
 using resilience::time_point;
 using resilience::testing::manual_clock;
+using resilience::test::cancel_then_call;
 using resilience::test::completion;
+using resilience::test::counting;
+using resilience::test::names;
 using resilience::test::spawn;
 
 namespace {
@@ -329,21 +332,6 @@ BOOST_AUTO_TEST_CASE(on_rejected_that_throws_becomes_the_outcome) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-namespace {
-
-// Emits its own cancellation, then makes a call (a coroutine function, not
-// a lambda: a lambda's captures would be gone before its body runs).
-asio::awaitable<error_code> cancel_then_call(const limiter& l, asio::cancellation_signal& signal, int& calls) {
-  co_await asio::this_coro::throw_if_cancelled(false);  // else Asio throws at the co_await below
-  signal.emit(asio::cancellation_type::terminal);
-  co_return co_await l([&calls]() -> asio::awaitable<error_code> {
-    ++calls;
-    co_return error_code{};
-  });
-}
-
-}  // namespace
-
 BOOST_FIXTURE_TEST_SUITE(rate_limiter_cancellation, fixture)
 
 BOOST_AUTO_TEST_CASE(a_cancelled_waiter_leaves_the_queue_at_once) {
@@ -395,7 +383,7 @@ BOOST_AUTO_TEST_CASE(a_call_cancelled_before_it_queues_does_not_queue) {
   completion<error_code> done;
   asio::cancellation_signal signal;
   int calls = 0;
-  spawn(io, cancel_then_call(l, signal, calls), done, &signal);
+  spawn(io, cancel_then_call(l, signal, counting(calls)), done, &signal);
   poll();
   BOOST_TEST((done.value == aborted));
   BOOST_TEST(calls == 0);
@@ -474,22 +462,12 @@ using resilience::test::sleep_an_hour;
 // handler called, and the queue empty.
 template <class Limiter>
 void destroy_context_mid_call(const Limiter& l, int calls, int running) {
-  int started = 0;
-  int completed = 0;
-  {
-    asio::io_context io;
-    for (int i = 0; i < calls; ++i) {
-      asio::co_spawn(io, l([&started] { return sleep_an_hour(&started); }),
-                     [&completed, guard = live(live::handlers)](std::exception_ptr, auto&&...) { ++completed; });
-    }
-    while (io.poll() != 0) {
-    }
-    BOOST_REQUIRE_EQUAL(started, running);
-    BOOST_REQUIRE_EQUAL(l.queued(), static_cast<std::uint32_t>(calls - running));
-  }
-  BOOST_TEST(completed == 0);
-  BOOST_TEST(live::ops == 0, "op frames left after the context was destroyed");
-  BOOST_TEST(live::handlers == 0, "completion handlers left after the context was destroyed");
+  resilience::test::destroy_context_mid_calls(
+      calls, [&](int* started) { return l([started] { return sleep_an_hour(started); }); },
+      [&](int started) {
+        BOOST_REQUIRE_EQUAL(started, running);
+        BOOST_REQUIRE_EQUAL(l.queued(), static_cast<std::uint32_t>(calls - running));
+      });
   BOOST_TEST(l.queued() == 0u, "a waiter was left in the queue");
 }
 
@@ -583,9 +561,6 @@ BOOST_AUTO_TEST_CASE(a_waiter_behind_a_late_head_backs_off_instead_of_spinning) 
 BOOST_AUTO_TEST_SUITE(rate_limiter_options_validation)
 
 BOOST_AUTO_TEST_CASE(bad_values_throw_naming_the_field) {
-  const auto names = [](const char* field) {
-    return [field](const std::invalid_argument& e) { return std::string(e.what()).find(field) != std::string::npos; };
-  };
   const rate_limiter_options o;
   BOOST_CHECK_EXCEPTION(o.token_bucket(0, 1s), std::invalid_argument, names("tokens"));
   BOOST_CHECK_EXCEPTION(o.token_bucket(1u << 31, 1h), std::invalid_argument, names("tokens"));

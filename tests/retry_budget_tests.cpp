@@ -1,6 +1,8 @@
-// Retry budgets as gRFC A6 counts them: a success gives tokens back, a
-// failure the policy retries takes one, a failure it does not retry neither;
-// and a server-named wait (pushback) restarts the backoff schedule.
+// Retry budgets: the token throttle and the ratio budget, their settings, a
+// refusal's log line and event, sharing across threads; as gRFC A6 counts
+// them (a success gives tokens back, a failure the policy retries takes one,
+// a failure it does not retry neither); and a server-named wait (pushback)
+// restarts the backoff schedule.
 #include "support.hpp"
 
 #include <resilience/hedging.hpp>
@@ -9,16 +11,24 @@
 #include <resilience/testing/manual_clock.hpp>
 
 #include <chrono>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
 using boost::system::error_code;
 using resilience::attempt_verdict;
+using resilience::co_retry;
 using resilience::duration;
 using resilience::time_point;
 using resilience::testing::manual_clock;
 using resilience::test::completion;
+using resilience::test::refused;
+using resilience::test::reset;
 using resilience::test::spawn;
 using result = boost::system::result<int>;
 
@@ -149,6 +159,196 @@ BOOST_AUTO_TEST_CASE(a_server_named_wait_restarts_the_backoff) {
   clock.run(io);
   BOOST_TEST(done.value->value() == 42);
   BOOST_TEST((waits == std::vector<duration>{100ms, 5s, 100ms, 200ms}));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+struct budget_fixture : resilience::test::retry_time {
+  auto always_failing() {
+    return [this]() -> asio::awaitable<boost::system::result<int>> {
+      attempts.push_back(clock.now());
+      co_return reset;
+    };
+  }
+  auto always_succeeding() {
+    return [this]() -> asio::awaitable<boost::system::result<int>> {
+      attempts.push_back(clock.now());
+      co_return 1;
+    };
+  }
+};
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(retry_budgets, budget_fixture)
+
+BOOST_AUTO_TEST_CASE(a_throttle_rejects_bad_settings) {
+  BOOST_CHECK_THROW(resilience::retry_throttle(0, 0.1), std::invalid_argument);
+  BOOST_CHECK_THROW(resilience::retry_throttle(1001, 0.1), std::invalid_argument);
+  BOOST_CHECK_THROW(resilience::retry_throttle(10, 0.0), std::invalid_argument);
+  BOOST_CHECK_THROW(resilience::retry_throttle(10, -1.0), std::invalid_argument);
+  BOOST_CHECK_THROW(resilience::retry_throttle(10, std::nan("")), std::invalid_argument);
+  BOOST_CHECK_THROW(resilience::retry_throttle(10, 0.0001), std::invalid_argument);
+  BOOST_CHECK_THROW(resilience::retry_throttle(10, 11.0), std::invalid_argument);
+  BOOST_CHECK_NO_THROW(resilience::retry_throttle(1000, 0.125));
+  BOOST_CHECK_NO_THROW(resilience::retry_throttle(1, 1.0));
+}
+
+BOOST_AUTO_TEST_CASE(a_throttle_counts_tokens_as_grpc_does) {
+  resilience::retry_throttle t{10, 0.5};
+  BOOST_TEST(t.tokens() == 10.0);
+  for (int i = 0; i < 4; ++i) t.record(true);
+  BOOST_TEST(t.try_retry(), "6 tokens is above half of 10");
+  t.record(true);
+  BOOST_TEST(!t.try_retry(), "5 is not above half");
+  BOOST_TEST(t.refusals() == 1u);
+  t.record(false);
+  BOOST_TEST(t.tokens() == 5.5);
+  BOOST_TEST(t.try_retry());
+  for (int i = 0; i < 100; ++i) t.record(false);
+  BOOST_TEST(t.tokens() == 10.0, "capped at the maximum");
+  for (int i = 0; i < 100; ++i) t.record(true);
+  BOOST_TEST(t.tokens() == 0.0, "never below zero");
+}
+
+BOOST_AUTO_TEST_CASE(a_throttle_stops_retries_when_most_attempts_fail) {
+  resilience::retry_throttle throttle{10, 0.1};
+  const auto p = policy().max_attempts(3).budget(throttle);
+  std::vector<int> attempts_per_call;
+  for (int call = 0; call < 5; ++call) {
+    const std::size_t before = attempts.size();
+    completion<boost::system::result<int>> done;
+    spawn(io, co_retry(always_failing(), p), done);
+    clock.run(io);
+    BOOST_TEST((done.value->error() == reset));
+    attempts_per_call.push_back(static_cast<int>(attempts.size() - before));
+  }
+  // 10 -> 9 -> 8 -> 7 tokens (3 attempts); 6 -> 5, refused; then 1 attempt each.
+  BOOST_TEST(attempts_per_call == (std::vector<int>{3, 2, 1, 1, 1}), boost::test_tools::per_element());
+  BOOST_TEST(throttle.refusals() == 4u);
+  // 8 failed attempts left 2 tokens; successes earn retries back, 0.1 each.
+  for (int i = 0; i < 40; ++i) {
+    completion<boost::system::result<int>> done;
+    spawn(io, co_retry(always_succeeding(), p), done);
+    clock.run(io);
+  }
+  BOOST_TEST(throttle.tokens() == 6.0);
+}
+
+BOOST_AUTO_TEST_CASE(a_ratio_budget_allows_its_share_of_calls) {
+  resilience::basic_retry_ratio_budget<manual_clock> budget{
+      resilience::retry_ratio_budget_options{}.ratio(0.1).min_retries_per_second(0).window(10s), clock};
+  const auto p = policy().max_attempts(2).budget(budget);
+  int retried = 0;
+  for (int call = 0; call < 100; ++call) {
+    const std::size_t before = attempts.size();
+    completion<boost::system::result<int>> done;
+    spawn(io, co_retry(always_failing(), p), done);
+    clock.run(io);
+    retried += static_cast<int>(attempts.size() - before) - 1;
+  }
+  BOOST_TEST(retried == 10, "10% of 100 calls");
+  BOOST_TEST(budget.refusals() == 90u);
+}
+
+BOOST_AUTO_TEST_CASE(a_ratio_budget_forgets_calls_past_its_window_and_grants_a_minimum) {
+  resilience::basic_retry_ratio_budget<manual_clock> budget{
+      resilience::retry_ratio_budget_options{}.ratio(0.5).min_retries_per_second(1).window(2s), clock};
+  // 2 retries from the minimum (1 a second over 2 s), plus half the calls.
+  BOOST_TEST(budget.try_retry());
+  BOOST_TEST(budget.try_retry());
+  BOOST_TEST(!budget.try_retry());
+  budget.record(true, true);
+  budget.record(true, true);
+  BOOST_TEST(budget.try_retry(), "two calls earn one retry");
+  BOOST_TEST(!budget.try_retry());
+  clock.advance(2s);
+  BOOST_TEST(budget.try_retry(), "a new window: the old retries no longer count");
+  BOOST_TEST(budget.try_retry());
+  BOOST_TEST(!budget.try_retry());
+}
+
+BOOST_AUTO_TEST_CASE(a_ratio_budget_rejects_bad_settings) {
+  using resilience::retry_ratio_budget_options;
+  BOOST_CHECK_THROW(retry_ratio_budget_options{}.ratio(0), std::invalid_argument);
+  BOOST_CHECK_THROW(retry_ratio_budget_options{}.ratio(-0.1), std::invalid_argument);
+  BOOST_CHECK_THROW(retry_ratio_budget_options{}.ratio(std::nan("")), std::invalid_argument);
+  BOOST_CHECK_THROW(retry_ratio_budget_options{}.ratio(11), std::invalid_argument);
+  BOOST_CHECK_THROW(retry_ratio_budget_options{}.window(0s), std::invalid_argument);
+  BOOST_CHECK_THROW(retry_ratio_budget_options{}.window(-1s), std::invalid_argument);
+  BOOST_CHECK_THROW(retry_ratio_budget_options{}.window(duration::max()), std::invalid_argument);
+  BOOST_CHECK_NO_THROW(retry_ratio_budget_options{}.window(1ms).ratio(10).min_retries_per_second(UINT32_MAX));
+}
+
+BOOST_AUTO_TEST_CASE(a_refusal_is_logged_and_ends_the_call_with_its_last_outcome) {
+  resilience::retry_throttle throttle{2, 1.0};
+  throttle.record(true);  // 1 token: not above half of 2
+  std::vector<std::string> lines;
+  const auto p = policy().budget(throttle).logger([&](std::string_view l) { lines.emplace_back(l); });
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing({refused}), p), done);
+  clock.run(io);
+  BOOST_TEST(calls() == 1);
+  BOOST_TEST((done.value->error() == refused));
+  BOOST_REQUIRE(lines.size() == 1u);
+  BOOST_TEST(lines[0].find("retry budget exhausted") != std::string::npos, lines[0]);
+}
+
+BOOST_AUTO_TEST_CASE(a_refusal_is_an_event_and_can_end_the_call_with_its_own_error) {
+  resilience::retry_throttle throttle{2, 1.0};
+  throttle.record(true);
+  std::vector<resilience::budget_refusal> seen;
+  std::vector<std::string> failures;
+  const auto p = policy().max_attempts(4).budget(throttle).on_budget_refused([&](const resilience::budget_refusal& r) {
+    seen.push_back(r);
+    failures.emplace_back(r.failure);
+  });
+  {
+    completion<boost::system::result<int>> done;
+    spawn(io, co_retry(always_failing(), p), done);
+    clock.run(io);
+    BOOST_TEST((done.value->error() == reset), "by default the last outcome stands");
+  }
+  {
+    completion<boost::system::result<int>> done;
+    spawn(io, co_retry(always_failing(), p.budget_refusal_as_error()), done);
+    clock.run(io);
+    BOOST_TEST((done.value->error() == resilience::error::retry_budget_exhausted));
+  }
+  {
+    // Set before the budget: attaching the budget keeps it.
+    completion<int> done;
+    const auto thrower = [this]() -> asio::awaitable<int> {
+      attempts.push_back(clock.now());
+      throw std::runtime_error("boom");
+      co_return 0;
+    };
+    spawn(io, co_retry(thrower, policy().budget_refusal_as_error().budget(throttle)), done);
+    clock.run(io);
+    BOOST_REQUIRE(done.exception);
+    BOOST_CHECK_EXCEPTION(std::rethrow_exception(done.exception), boost::system::system_error,
+                          [](const auto& e) { return e.code() == resilience::error::retry_budget_exhausted; });
+  }
+  BOOST_REQUIRE(seen.size() == 2u);
+  BOOST_TEST(seen[0].attempt == 1u);
+  BOOST_TEST(seen[0].max_attempts == 4u);
+  BOOST_TEST(failures[0].find(reset.message()) != std::string::npos, failures[0]);
+  BOOST_TEST(attempts.size() == 3u, "one attempt each: no retry was allowed");
+}
+
+BOOST_AUTO_TEST_CASE(a_ratio_budget_counts_every_call_from_many_threads) {
+  resilience::basic_retry_ratio_budget<manual_clock> budget{
+      resilience::retry_ratio_budget_options{}.ratio(0.5).min_retries_per_second(0).window(10s), clock};
+  // Calls spread over per-thread shards; a retry sees them all.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 12; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i) budget.record(false, true);
+    });
+  for (auto& t : threads) t.join();
+  int granted = 0;
+  while (budget.try_retry()) ++granted;
+  BOOST_TEST(granted == 6000, "half of 12,000 calls");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

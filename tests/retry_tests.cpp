@@ -1,13 +1,10 @@
 #include "support.hpp"
 
 #include <resilience/error.hpp>
-#include <resilience/breaker_registry.hpp>
 #include <resilience/circuit_breaker.hpp>
 #include <resilience/deadline.hpp>
 #include <resilience/pipeline.hpp>
 #include <resilience/retry.hpp>
-#include <resilience/retry_budget.hpp>
-#include <resilience/timeout.hpp>
 #include <resilience/testing/manual_clock.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -16,7 +13,6 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <atomic>
-#include <cmath>
 #include <functional>
 #include <chrono>
 #include <stdexcept>
@@ -25,7 +21,7 @@
 #include <numeric>
 #include <set>
 #include <string>
-#include <thread>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -40,41 +36,15 @@ using resilience::retry_policy;
 using resilience::time_point;
 using resilience::testing::manual_clock;
 using resilience::test::completion;
+using resilience::test::refused;
+using resilience::test::reset;
 using resilience::test::spawn;
+
+using namespace resilience::test::extremes;
 
 namespace {
 
-const error_code reset = asio::error::connection_reset;
-const error_code refused = asio::error::connection_refused;
-
-// A virtual-time fixture: an io_context, a manual clock, and a policy on it
-// with a predictable (jitter-free) exponential schedule of 100 ms, 200 ms, ...
-struct virtual_time {
-  asio::io_context io;
-  manual_clock clock;
-  std::vector<time_point> attempts;  // when op was called
-
-  auto policy() const {
-    return retry_policy{}
-        .max_attempts(5)
-        .backoff(backoff::exponential(100ms, 2.0, 10s))
-        .jitter(jitter::none)
-        .clock(clock);
-  }
-
-  // An op that fails with `failures[i]` on call i and then returns `value`.
-  auto failing(std::vector<error_code> failures, int value = 42) {
-    return [this, failures, value]() -> asio::awaitable<boost::system::result<int>> {
-      const std::size_t i = attempts.size();
-      attempts.push_back(clock.now());
-      if (i < failures.size()) co_return failures[i];
-      co_return value;
-    };
-  }
-
-  int calls() const { return static_cast<int>(attempts.size()); }
-  duration since_start(std::size_t i) const { return attempts.at(i) - time_point{}; }
-};
+using virtual_time = resilience::test::retry_time;
 
 struct http_response {
   int status;
@@ -753,289 +723,6 @@ BOOST_AUTO_TEST_CASE(a_jittered_given_delay_is_spread_under_aws_decorrelated) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_FIXTURE_TEST_SUITE(one_clock_per_call, virtual_time)
-
-BOOST_AUTO_TEST_CASE(a_pipeline_puts_every_stage_on_the_clock_it_is_given) {
-  // Built for production (steady clock), run on virtual time.
-  const auto production = resilience::pipeline(resilience::deadline_stage(10s),
-                                               retry_policy{}
-                                                   .max_attempts(5)
-                                                   .backoff(backoff::constant(1s))
-                                                   .jitter(jitter::none),
-                                               resilience::timeout(500ms));
-  const auto on_virtual_time = production.clock(clock);
-  static_assert(std::is_same_v<std::remove_cvref_t<decltype(on_virtual_time.stage<1>().clock())>, manual_clock>);
-  // Each attempt hangs until its timeout: 500 ms, then 1 s of backoff.
-  auto op = [this]() -> asio::awaitable<error_code> {
-    attempts.push_back(clock.now());
-    auto timer = clock.make_timer(co_await asio::this_coro::executor);
-    timer.expires_after(1h);
-    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-    co_return ec;
-  };
-  completion<error_code> done;
-  spawn(io, on_virtual_time(op), done);
-  clock.run(io);
-  BOOST_TEST((done.value == resilience::error::timeout));
-  BOOST_TEST(calls() == 5);
-  BOOST_TEST((since_start(4) == 6s));
-  BOOST_TEST((clock.now() == time_point(6500ms)));
-}
-
-BOOST_AUTO_TEST_CASE(two_clocks_of_one_type_are_refused_when_the_pipeline_is_built) {
-  manual_clock other;
-  BOOST_CHECK_THROW(resilience::pipeline(policy(), resilience::timeout(1s).clock(other)), std::invalid_argument);
-  const manual_clock copy = clock;  // a copy is the same clock
-  BOOST_CHECK_NO_THROW(resilience::pipeline(policy(), resilience::timeout(1s).clock(copy)));
-  resilience::basic_circuit_breaker<manual_clock> breaker{resilience::breaker_options{}, other};
-  BOOST_CHECK_THROW(resilience::pipeline(policy(), std::ref(breaker)), std::invalid_argument);
-  BOOST_CHECK_NO_THROW(resilience::pipeline(policy().clock(other), std::ref(breaker)));
-  // The breaker's own stages (with a classifier of their own) and those of
-  // a registry are checked alike.
-  BOOST_CHECK_THROW(resilience::pipeline(policy(), breaker.stage()), std::invalid_argument);
-  BOOST_CHECK_NO_THROW(resilience::pipeline(policy().clock(other), breaker.stage()));
-  resilience::basic_breaker_registry<std::string, manual_clock> hosts{resilience::breaker_options{}, {}, other};
-  BOOST_CHECK_THROW(resilience::pipeline(policy(), hosts.stage("db")), std::invalid_argument);
-  BOOST_CHECK_NO_THROW(resilience::pipeline(policy().clock(other), hosts.stage("db")));
-}
-
-BOOST_AUTO_TEST_CASE(a_nested_pipeline_is_one_more_stage_on_the_call_clock) {
-  const auto inner = resilience::pipeline(policy(), resilience::timeout(1s).clock(clock));
-  static_assert(std::is_same_v<std::remove_cvref_t<decltype(inner.clock())>, manual_clock>);
-  manual_clock other;
-  BOOST_CHECK_THROW(resilience::pipeline(resilience::timeout(5s).clock(other), inner), std::invalid_argument);
-  // Built on the steady clock and given one as a whole: the inner stages too.
-  const auto production =
-      resilience::pipeline(resilience::deadline_stage(10s), resilience::pipeline(retry_policy{}, resilience::timeout(1s)));
-  const auto on_virtual_time = production.clock(clock);
-  static_assert(std::is_same_v<std::remove_cvref_t<decltype(on_virtual_time.stage<1>().stage<1>().clock())>,
-                               manual_clock>);
-  completion<boost::system::result<int>> done;
-  spawn(io, on_virtual_time(failing({reset})), done);
-  clock.run(io);
-  BOOST_TEST(done.value->value() == 42);
-  BOOST_TEST(calls() == 2);
-}
-
-BOOST_AUTO_TEST_CASE(the_op_reads_the_time_left_on_the_call_clock) {
-  clock.advance(1h);  // far from the steady clock's reading
-  std::vector<duration> remaining;
-  std::vector<time_point> now;
-  auto op = [&](const resilience::context& ctx) -> asio::awaitable<error_code> {
-    remaining.push_back(ctx.remaining());
-    now.push_back(ctx.now());
-    co_return error_code{};
-  };
-  const auto call = resilience::pipeline(resilience::deadline_stage(2s), retry_policy{}, resilience::timeout(300ms));
-  for (const auto& run : std::vector<std::function<asio::awaitable<error_code>()>>{
-           [&] { return call.clock(clock)(op); },
-           [&] { return resilience::timeout(300ms).clock(clock)(op); },
-           [&] { return co_retry(op, policy(), resilience::context{.deadline = clock.now() + 300ms}); }}) {
-    completion<error_code> done;
-    spawn(io, run(), done);
-    clock.run(io);
-    BOOST_TEST(!*done.value);
-  }
-  BOOST_TEST((remaining == std::vector<duration>{300ms, 300ms, 300ms}));
-  BOOST_TEST((now == std::vector<time_point>(3, clock.now())));
-  // Outside any stage that reads a clock: the steady clock, and an explicit one.
-  const resilience::context plain{.deadline = clock.now() + 1s};
-  BOOST_TEST((plain.remaining(clock) == 1s));
-  BOOST_TEST((resilience::context{}.remaining() == duration::max()));
-}
-
-BOOST_AUTO_TEST_SUITE_END()
-
-namespace {
-struct budget_fixture : virtual_time {
-  auto always_failing() {
-    return [this]() -> asio::awaitable<boost::system::result<int>> {
-      attempts.push_back(clock.now());
-      co_return reset;
-    };
-  }
-  auto always_succeeding() {
-    return [this]() -> asio::awaitable<boost::system::result<int>> {
-      attempts.push_back(clock.now());
-      co_return 1;
-    };
-  }
-};
-}  // namespace
-
-BOOST_FIXTURE_TEST_SUITE(retry_budgets, budget_fixture)
-
-BOOST_AUTO_TEST_CASE(a_throttle_rejects_bad_settings) {
-  BOOST_CHECK_THROW(resilience::retry_throttle(0, 0.1), std::invalid_argument);
-  BOOST_CHECK_THROW(resilience::retry_throttle(1001, 0.1), std::invalid_argument);
-  BOOST_CHECK_THROW(resilience::retry_throttle(10, 0.0), std::invalid_argument);
-  BOOST_CHECK_THROW(resilience::retry_throttle(10, -1.0), std::invalid_argument);
-  BOOST_CHECK_THROW(resilience::retry_throttle(10, std::nan("")), std::invalid_argument);
-  BOOST_CHECK_THROW(resilience::retry_throttle(10, 0.0001), std::invalid_argument);
-  BOOST_CHECK_THROW(resilience::retry_throttle(10, 11.0), std::invalid_argument);
-  BOOST_CHECK_NO_THROW(resilience::retry_throttle(1000, 0.125));
-  BOOST_CHECK_NO_THROW(resilience::retry_throttle(1, 1.0));
-}
-
-BOOST_AUTO_TEST_CASE(a_throttle_counts_tokens_as_grpc_does) {
-  resilience::retry_throttle t{10, 0.5};
-  BOOST_TEST(t.tokens() == 10.0);
-  for (int i = 0; i < 4; ++i) t.record(true);
-  BOOST_TEST(t.try_retry(), "6 tokens is above half of 10");
-  t.record(true);
-  BOOST_TEST(!t.try_retry(), "5 is not above half");
-  BOOST_TEST(t.refusals() == 1u);
-  t.record(false);
-  BOOST_TEST(t.tokens() == 5.5);
-  BOOST_TEST(t.try_retry());
-  for (int i = 0; i < 100; ++i) t.record(false);
-  BOOST_TEST(t.tokens() == 10.0, "capped at the maximum");
-  for (int i = 0; i < 100; ++i) t.record(true);
-  BOOST_TEST(t.tokens() == 0.0, "never below zero");
-}
-
-BOOST_AUTO_TEST_CASE(a_throttle_stops_retries_when_most_attempts_fail) {
-  resilience::retry_throttle throttle{10, 0.1};
-  const auto p = policy().max_attempts(3).budget(throttle);
-  std::vector<int> attempts_per_call;
-  for (int call = 0; call < 5; ++call) {
-    const std::size_t before = attempts.size();
-    completion<boost::system::result<int>> done;
-    spawn(io, co_retry(always_failing(), p), done);
-    clock.run(io);
-    BOOST_TEST((done.value->error() == reset));
-    attempts_per_call.push_back(static_cast<int>(attempts.size() - before));
-  }
-  // 10 -> 9 -> 8 -> 7 tokens (3 attempts); 6 -> 5, refused; then 1 attempt each.
-  BOOST_TEST(attempts_per_call == (std::vector<int>{3, 2, 1, 1, 1}), boost::test_tools::per_element());
-  BOOST_TEST(throttle.refusals() == 4u);
-  // 8 failed attempts left 2 tokens; successes earn retries back, 0.1 each.
-  for (int i = 0; i < 40; ++i) {
-    completion<boost::system::result<int>> done;
-    spawn(io, co_retry(always_succeeding(), p), done);
-    clock.run(io);
-  }
-  BOOST_TEST(throttle.tokens() == 6.0);
-}
-
-BOOST_AUTO_TEST_CASE(a_ratio_budget_allows_its_share_of_calls) {
-  resilience::basic_retry_ratio_budget<manual_clock> budget{
-      resilience::retry_ratio_budget_options{}.ratio(0.1).min_retries_per_second(0).window(10s), clock};
-  const auto p = policy().max_attempts(2).budget(budget);
-  int retried = 0;
-  for (int call = 0; call < 100; ++call) {
-    const std::size_t before = attempts.size();
-    completion<boost::system::result<int>> done;
-    spawn(io, co_retry(always_failing(), p), done);
-    clock.run(io);
-    retried += static_cast<int>(attempts.size() - before) - 1;
-  }
-  BOOST_TEST(retried == 10, "10% of 100 calls");
-  BOOST_TEST(budget.refusals() == 90u);
-}
-
-BOOST_AUTO_TEST_CASE(a_ratio_budget_forgets_calls_past_its_window_and_grants_a_minimum) {
-  resilience::basic_retry_ratio_budget<manual_clock> budget{
-      resilience::retry_ratio_budget_options{}.ratio(0.5).min_retries_per_second(1).window(2s), clock};
-  // 2 retries from the minimum (1 a second over 2 s), plus half the calls.
-  BOOST_TEST(budget.try_retry());
-  BOOST_TEST(budget.try_retry());
-  BOOST_TEST(!budget.try_retry());
-  budget.record(true, true);
-  budget.record(true, true);
-  BOOST_TEST(budget.try_retry(), "two calls earn one retry");
-  BOOST_TEST(!budget.try_retry());
-  clock.advance(2s);
-  BOOST_TEST(budget.try_retry(), "a new window: the old retries no longer count");
-  BOOST_TEST(budget.try_retry());
-  BOOST_TEST(!budget.try_retry());
-}
-
-BOOST_AUTO_TEST_CASE(a_ratio_budget_rejects_bad_settings) {
-  using resilience::retry_ratio_budget_options;
-  BOOST_CHECK_THROW(retry_ratio_budget_options{}.ratio(0), std::invalid_argument);
-  BOOST_CHECK_THROW(retry_ratio_budget_options{}.ratio(-0.1), std::invalid_argument);
-  BOOST_CHECK_THROW(retry_ratio_budget_options{}.ratio(std::nan("")), std::invalid_argument);
-  BOOST_CHECK_THROW(retry_ratio_budget_options{}.ratio(11), std::invalid_argument);
-  BOOST_CHECK_THROW(retry_ratio_budget_options{}.window(0s), std::invalid_argument);
-  BOOST_CHECK_THROW(retry_ratio_budget_options{}.window(-1s), std::invalid_argument);
-  BOOST_CHECK_THROW(retry_ratio_budget_options{}.window(duration::max()), std::invalid_argument);
-  BOOST_CHECK_NO_THROW(retry_ratio_budget_options{}.window(1ms).ratio(10).min_retries_per_second(UINT32_MAX));
-}
-
-BOOST_AUTO_TEST_CASE(a_refusal_is_logged_and_ends_the_call_with_its_last_outcome) {
-  resilience::retry_throttle throttle{2, 1.0};
-  throttle.record(true);  // 1 token: not above half of 2
-  std::vector<std::string> lines;
-  const auto p = policy().budget(throttle).logger([&](std::string_view l) { lines.emplace_back(l); });
-  completion<boost::system::result<int>> done;
-  spawn(io, co_retry(failing({refused}), p), done);
-  clock.run(io);
-  BOOST_TEST(calls() == 1);
-  BOOST_TEST((done.value->error() == refused));
-  BOOST_REQUIRE(lines.size() == 1u);
-  BOOST_TEST(lines[0].find("retry budget exhausted") != std::string::npos, lines[0]);
-}
-
-BOOST_AUTO_TEST_CASE(a_refusal_is_an_event_and_can_end_the_call_with_its_own_error) {
-  resilience::retry_throttle throttle{2, 1.0};
-  throttle.record(true);
-  std::vector<resilience::budget_refusal> seen;
-  std::vector<std::string> failures;
-  const auto p = policy().max_attempts(4).budget(throttle).on_budget_refused([&](const resilience::budget_refusal& r) {
-    seen.push_back(r);
-    failures.emplace_back(r.failure);
-  });
-  {
-    completion<boost::system::result<int>> done;
-    spawn(io, co_retry(always_failing(), p), done);
-    clock.run(io);
-    BOOST_TEST((done.value->error() == reset), "by default the last outcome stands");
-  }
-  {
-    completion<boost::system::result<int>> done;
-    spawn(io, co_retry(always_failing(), p.budget_refusal_as_error()), done);
-    clock.run(io);
-    BOOST_TEST((done.value->error() == resilience::error::retry_budget_exhausted));
-  }
-  {
-    // Set before the budget: attaching the budget keeps it.
-    completion<int> done;
-    const auto thrower = [this]() -> asio::awaitable<int> {
-      attempts.push_back(clock.now());
-      throw std::runtime_error("boom");
-      co_return 0;
-    };
-    spawn(io, co_retry(thrower, policy().budget_refusal_as_error().budget(throttle)), done);
-    clock.run(io);
-    BOOST_REQUIRE(done.exception);
-    BOOST_CHECK_EXCEPTION(std::rethrow_exception(done.exception), boost::system::system_error,
-                          [](const auto& e) { return e.code() == resilience::error::retry_budget_exhausted; });
-  }
-  BOOST_REQUIRE(seen.size() == 2u);
-  BOOST_TEST(seen[0].attempt == 1u);
-  BOOST_TEST(seen[0].max_attempts == 4u);
-  BOOST_TEST(failures[0].find(reset.message()) != std::string::npos, failures[0]);
-  BOOST_TEST(attempts.size() == 3u, "one attempt each: no retry was allowed");
-}
-
-BOOST_AUTO_TEST_CASE(a_ratio_budget_counts_every_call_from_many_threads) {
-  resilience::basic_retry_ratio_budget<manual_clock> budget{
-      resilience::retry_ratio_budget_options{}.ratio(0.5).min_retries_per_second(0).window(10s), clock};
-  // Calls spread over per-thread shards; a retry sees them all.
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 12; ++t)
-    threads.emplace_back([&] {
-      for (int i = 0; i < 1000; ++i) budget.record(false, true);
-    });
-  for (auto& t : threads) t.join();
-  int granted = 0;
-  while (budget.try_retry()) ++granted;
-  BOOST_TEST(granted == 6000, "half of 12,000 calls");
-}
-
-BOOST_AUTO_TEST_SUITE_END()
-
 BOOST_FIXTURE_TEST_SUITE(log_lines, virtual_time)
 
 BOOST_AUTO_TEST_CASE(name_the_failed_value_the_error_and_the_exception) {
@@ -1336,3 +1023,73 @@ BOOST_AUTO_TEST_CASE(many_concurrent_calls_share_one_policy_on_two_threads) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// -- retry_policy: each setter --------------------------------------------
+
+BOOST_AUTO_TEST_CASE(retry_policy_setters_over_extreme_values) {
+  const retry_policy p;
+  struct row {
+    const char* what;
+    std::function<retry_policy()> make;
+    rejects verdict;
+    std::size_t calls;  // of an op that fails 5 times, then succeeds
+  };
+  const row rows[] = {
+      {"max_attempts(0)", [&] { return p.max_attempts(0); }, "max_attempts", 0},
+      {"max_attempts(1)", [&] { return p.max_attempts(1); }, accepted, 1},
+      {"max_attempts(UINT32_MAX)", [&] { return p.max_attempts(UINT32_MAX); }, accepted, 6},
+
+      {"time_limit(0)", [&] { return p.time_limit(0s); }, "time_limit", 0},
+      {"time_limit(-1 tick)", [&] { return p.time_limit(-tick); }, "time_limit", 0},
+      {"time_limit(min)", [&] { return p.time_limit(dmin); }, "time_limit", 0},
+      // Shorter than any wait: gives up after the first attempt.
+      {"time_limit(1 tick)", [&] { return p.time_limit(tick); }, accepted, 1},
+      // max() means none.
+      {"time_limit(max)", [&] { return p.max_attempts(10).time_limit(dmax); }, accepted, 6},
+
+      {"backoff(constant(0))", [&] { return p.max_attempts(10).backoff(backoff::constant(0s)); }, accepted, 6},
+      // A wait that would end at the end of time is "forever": the call
+      // gives up instead of starting it.
+      {"backoff(constant(max))", [&] { return p.max_attempts(10).backoff(backoff::constant(dmax)); }, accepted, 1},
+      {"backoff(constant(max)), time_limit(1h)",
+       [&] { return p.backoff(backoff::constant(dmax)).time_limit(1h); }, accepted, 1},
+      {"backoff(linear(max, max))", [&] { return p.backoff(backoff::linear(dmax, dmax)); }, accepted, 1},
+      // 1 tick, then a delay that saturates at max: forever.
+      {"backoff(exponential(1 tick, double max, no_cap))",
+       [&] { return p.max_attempts(UINT32_MAX).backoff(backoff::exponential(tick, dbl_max, backoff::no_cap)); },
+       accepted, 2},
+
+      {"jitter(none)", [&] { return p.jitter(jitter::none); }, accepted, 3},
+      {"jitter(decorrelated_clamped)", [&] { return p.jitter(jitter::decorrelated_clamped); }, accepted, 3},
+      {"jitter(decorrelated_v2)", [&] { return p.jitter(jitter::decorrelated_v2); }, accepted, 3},
+      {"jitter(5)", [&] { return p.jitter(static_cast<jitter>(5)); }, "jitter", 0},
+      {"linear(0, 10ms), jitter(decorrelated_clamped)",
+       [&] { return p.backoff(backoff::linear(0s, 10ms)).jitter(jitter::decorrelated_clamped); }, "initial", 0},
+      {"constant(0), jitter(decorrelated_v2)",
+       [&] { return p.backoff(backoff::constant(0s)).jitter(jitter::decorrelated_v2); }, "delay", 0},
+      // backoff() replaces the jitter too: the zero schedule has none.
+      {"jitter(decorrelated_clamped), linear(0, 10ms)",
+       [&] { return p.jitter(jitter::decorrelated_clamped).backoff(backoff::linear(0s, 10ms)); }, accepted, 3},
+  };
+  for (const row& r : rows) {
+    const auto policy = enter(r.what, r.make, r.verdict);
+    if (!policy) continue;
+    virtual_calls vt;
+    std::vector<duration> waits;
+    std::vector<std::string> lines;  // the logger formats the extreme delays too
+    const auto on_clock = policy->random(resilience::random_source::seeded(3))
+                              .logger([&](std::string_view line) { lines.emplace_back(line); })
+                              .clock(vt.clock)
+                              .on_retry([&](const auto& e) { waits.push_back(e.delay); });
+    const auto done = vt.run(resilience::co_retry(vt.failing(5), on_clock));
+    BOOST_TEST_REQUIRE(done.times == 1, r.what);
+    BOOST_TEST_REQUIRE(!done.exception, r.what);
+    BOOST_TEST(vt.calls.size() == r.calls, r.what);
+    BOOST_TEST(done.value->has_value() == (r.calls == 6), r.what);
+    BOOST_TEST(waits.size() == vt.calls.size() - 1, r.what);
+    BOOST_TEST(lines.size() == waits.size(), r.what);
+    for (std::size_t i = 0; i + 1 < vt.calls.size(); ++i) {
+      BOOST_TEST((vt.calls[i + 1] == add(vt.calls[i], waits[i])), r.what << ": wait " << i);
+    }
+  }
+}

@@ -36,14 +36,15 @@ using resilience::duration;
 using resilience::time_point;
 using resilience::testing::manual_clock;
 using resilience::test::completion;
+using resilience::test::fail;
+using resilience::test::name;
 using resilience::test::spawn;
+using resilience::test::succeed;
 
 namespace {
 
 using breaker = resilience::basic_circuit_breaker<manual_clock>;
 using result = boost::system::result<int>;
-
-std::string name(circuit_state s) { return resilience::to_string(s); }
 
 // Virtual time, and every event a breaker reports, as text.
 struct fixture {
@@ -74,62 +75,11 @@ struct fixture {
   }
 };
 
-void succeed(breaker& b) {
-  auto p = b.try_acquire();
-  BOOST_REQUIRE(p);
-  p.record_success();
-}
-void fail(breaker& b) {
-  auto p = b.try_acquire();
-  BOOST_REQUIRE(p);
-  p.record_failure();
-}
-void fail(breaker& b, int n) {
-  for (int i = 0; i < n; ++i) fail(b);
-}
-
-
 struct http_response {
   int status;
 };
 
 }  // namespace
-
-BOOST_AUTO_TEST_SUITE(breaker_options_validation)
-
-BOOST_AUTO_TEST_CASE(bad_input_names_the_field) {
-  const auto throws_naming = [](auto make, const std::string& field) {
-    try {
-      make();
-      BOOST_ERROR("no exception for " << field);
-    } catch (const std::invalid_argument& e) {
-      BOOST_TEST(std::string(e.what()).find(field) != std::string::npos, e.what());
-    }
-  };
-  const breaker_options o;
-  throws_naming([&] { return o.consecutive_failures(0); }, "consecutive_failures");
-  throws_naming([&] { return o.failure_ratio(0.0); }, "failure_ratio");
-  throws_naming([&] { return o.failure_ratio(1.5); }, "failure_ratio");
-  throws_naming([&] { return o.failure_ratio(-0.1); }, "failure_ratio");
-  throws_naming([&] { return o.slow_calls(0ms, 0.5); }, "slow_calls");
-  throws_naming([&] { return o.slow_calls(1s, 0.0); }, "slow_calls");
-  throws_naming([&] { return o.count_window(0); }, "count_window");
-  throws_naming([&] { return o.time_window(-1s); }, "time_window");
-  throws_naming([&] { return o.time_window(10s, 0); }, "time_window");
-  throws_naming([&] { return o.minimum_calls(0); }, "minimum_calls");
-  throws_naming([&] { return o.open_duration(-1ms); }, "open_duration");
-  throws_naming([&] { return o.open_duration(breaker_options::duration_generator{}); }, "open_duration");
-  throws_naming([&] { return o.half_open_permits(0); }, "half_open_permits");
-  throws_naming([&] { return o.successes_to_close(0); }, "successes_to_close");
-  throws_naming([&] { return o.half_open_limit(0s); }, "half_open_limit");
-  throws_naming([&] { return breaker(o.count_window(10).minimum_calls(11)); }, "minimum_calls");
-  // The setters do not touch the original.
-  BOOST_TEST(o.failure_ratio().value() == 0.5);
-  BOOST_TEST(o.consecutive_failures(4).consecutive_failures() == 4u);
-  BOOST_TEST(o.consecutive_failures() == 0u);
-}
-
-BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_FIXTURE_TEST_SUITE(breaker_transitions, fixture)
 

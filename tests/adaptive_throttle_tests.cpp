@@ -29,6 +29,7 @@ using resilience::duration;
 using resilience::throttle_counts;
 using resilience::testing::manual_clock;
 using resilience::test::completion;
+using resilience::test::names;
 using resilience::test::spawn;
 
 namespace {
@@ -521,9 +522,6 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(throttling_options)
 
 BOOST_AUTO_TEST_CASE(bad_values_throw_naming_the_field) {
-  const auto names = [](const char* field) {
-    return [field](const std::invalid_argument& e) { return std::string(e.what()).find(field) != std::string::npos; };
-  };
   BOOST_CHECK_EXCEPTION(adaptive_throttle_options{}.k(0.99), std::invalid_argument, names("options::k"));
   BOOST_CHECK_EXCEPTION(adaptive_throttle_options{}.k(0), std::invalid_argument, names("options::k"));
   BOOST_CHECK_EXCEPTION(adaptive_throttle_options{}.k(std::numeric_limits<double>::infinity()), std::invalid_argument,

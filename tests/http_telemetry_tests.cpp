@@ -1,0 +1,63 @@
+// OpenTelemetry's HTTP client and server metrics, recorded into a metrics
+// registry.
+#include "support.hpp"
+
+#include <resilience/http/telemetry.hpp>
+#include <resilience/metrics.hpp>
+#include <resilience/prometheus.hpp>
+
+#include <chrono>
+#include <string>
+
+using namespace std::chrono_literals;
+namespace rhttp = resilience::http;
+namespace bhttp = boost::beast::http;
+using resilience::test::contains;
+
+BOOST_AUTO_TEST_SUITE(http_telemetry)
+
+BOOST_AUTO_TEST_CASE(a_client_call_is_recorded_with_opentelemetry_attributes) {
+  resilience::metrics registry;
+  rhttp::client_meter meter{registry};
+  const auto to = rhttp::endpoint::https("api.example.com", 8443);
+  meter(rhttp::client_call_event{2, {}, 200, bhttp::verb::get, &to, 120ms});
+  meter(rhttp::client_call_event{1, {}, 503, bhttp::verb::get, &to, 30ms});
+  meter(rhttp::client_call_event{0, resilience::error::circuit_open, 0, bhttp::verb::post, &to, 0ms});
+  meter(rhttp::client_call_event{1, boost::asio::error::connection_refused, 0, bhttp::verb::unknown, &to, 1ms});
+  const std::string page = resilience::prometheus_text(registry);
+  const std::string common = "server_address=\"api.example.com\",server_port=\"8443\",url_scheme=\"https\"";
+  BOOST_TEST(contains(page, "# TYPE http_client_request_duration_seconds histogram"), page);
+  BOOST_TEST(contains(page, "http_client_request_duration_seconds_count{http_request_method=\"GET\"," + common +
+                                ",http_response_status_code=\"200\",error_type=\"\"} 1"),
+             page);
+  BOOST_TEST(contains(page, "http_client_request_duration_seconds_count{http_request_method=\"GET\"," + common +
+                                ",http_response_status_code=\"503\",error_type=\"503\"} 1"),
+             page);
+  BOOST_TEST(contains(page, "http_client_request_duration_seconds_count{http_request_method=\"POST\"," + common +
+                                ",http_response_status_code=\"\",error_type=\"circuit_open\"} 1"),
+             page);
+  BOOST_TEST(contains(page, "http_request_method=\"_OTHER\""), page);
+  BOOST_TEST(contains(page, "error_type=\"system:111\""), page);
+  BOOST_TEST(contains(page, "le=\"0.005\""), "OpenTelemetry's buckets");
+  BOOST_TEST(rhttp::otel_error_type(boost::asio::error::operation_aborted) == "cancelled");
+}
+
+BOOST_AUTO_TEST_CASE(a_server_request_is_recorded_and_only_5xx_is_an_error) {
+  resilience::metrics registry;
+  rhttp::server_meter meter{registry};
+  meter(rhttp::request_finished{200, 5ms, bhttp::verb::get});
+  meter(rhttp::request_finished{200, 7ms, bhttp::verb::get});
+  meter(rhttp::request_finished{404, 1ms, bhttp::verb::get});
+  meter(rhttp::request_finished{504, 100ms, bhttp::verb::get});
+  meter(rhttp::request_finished{431, {}, bhttp::verb::unknown});
+  const std::string page = resilience::prometheus_text(registry);
+  BOOST_TEST(contains(page, "http_server_request_duration_seconds_count{http_request_method=\"GET\",url_scheme=\"http\","
+                            "http_response_status_code=\"200\",error_type=\"\"} 2"),
+             page);
+  BOOST_TEST(contains(page, "http_response_status_code=\"404\",error_type=\"\"} 1"), page);
+  BOOST_TEST(contains(page, "http_response_status_code=\"504\",error_type=\"504\"} 1"), page);
+  BOOST_TEST(contains(page, "http_request_method=\"_OTHER\",url_scheme=\"http\",http_response_status_code=\"431\""),
+             page);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
