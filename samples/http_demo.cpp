@@ -22,6 +22,8 @@
 // the calls that succeeded and of those that failed, over time. Exits 1 if a
 // call did not complete exactly once, or (unless --no-rate-check) if the
 // resilient client succeeded less often than plain.
+#include "chart_scale.hpp"
+
 #include <resilience/http/client.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -568,25 +570,6 @@ void print_comparison(const scenario& s, const std::vector<phase>& phases) {
       [](const phase& p) { return fmt::format("{:.0f}", summarize(p, outcome::succeeded).p99); });
   row("  of failures", [](const phase& p) { return fmt::format("{:.0f}", summarize(p, outcome::failed).p99); });
   row("latency max (ms)", [](const phase& p) { return fmt::format("{:.0f}", summarize(p).max); });
-}
-
-// The axis' top: 1, 2, 2.5 or 5 times a power of ten, five ticks of it.
-double nice_top(double v) {
-  const double step = std::max(v, 1.0) / 5;
-  const double power = std::pow(10.0, std::floor(std::log10(step)));
-  for (double m : {1.0, 2.0, 2.5, 4.0, 5.0, 10.0}) {
-    if (m * power >= step) return 5 * m * power;
-  }
-  return 50 * power;
-}
-
-// A tick step of 1, 2 or 5 times a power of ten giving at most `ticks` steps.
-double nice_step(double span, int ticks) {
-  const double power = std::pow(10.0, std::floor(std::log10(std::max(span, 1e-9) / ticks)));
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    if (span / (m * power) <= ticks) return m * power;
-  }
-  return 10 * power;
 }
 
 // The tops of the bumps over capacity that a phase honouring Retry-After

@@ -10,6 +10,8 @@
 // default it runs on virtual time (resilience::testing::manual_clock), so the
 // whole comparison takes well under a second and gives the same numbers
 // every run; --real-time runs it on the steady clock instead.
+#include "chart_scale.hpp"
+
 #include <resilience/retry.hpp>
 #include <resilience/testing/manual_clock.hpp>
 
@@ -133,25 +135,6 @@ result run(const scenario& s, const strategy& st, Clock clock, asio::io_context&
   r.load = svc.load();
   r.peak = r.load.empty() ? 0 : *std::max_element(r.load.begin(), r.load.end());
   return r;
-}
-
-// The axis' top: 1, 2, 2.5, 4 or 5 times a power of ten, five ticks of it.
-double nice_top(double v) {
-  const double step = std::max(v, 1.0) / 5;
-  const double power = std::pow(10.0, std::floor(std::log10(step)));
-  for (double m : {1.0, 2.0, 2.5, 4.0, 5.0, 10.0}) {
-    if (m * power >= step) return 5 * m * power;
-  }
-  return 50 * power;
-}
-
-// A tick step of 1, 2 or 5 times a power of ten giving at most `ticks` steps.
-double nice_step(double span, int ticks) {
-  const double power = std::pow(10.0, std::floor(std::log10(std::max(span, 1e-9) / ticks)));
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    if (span / (m * power) <= ticks) return m * power;
-  }
-  return 10 * power;
 }
 
 // Small multiples: a panel per strategy, all on the same axes, so that the
