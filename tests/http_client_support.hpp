@@ -1,0 +1,266 @@
+// The test server and helpers of the HTTP client's tests (http_client_tests,
+// http_connection_pool_tests, http_client_tls_tests): small Beast servers on
+// 127.0.0.1 following a script, a manual clock, and the client's calls.
+#pragma once
+
+#include "support.hpp"
+
+#include <resilience/http/client.hpp>
+#include <resilience/http/connection_pool.hpp>
+#include <resilience/http/server.hpp>
+#include <resilience/testing/manual_clock.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/stream_traits.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/file_body.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+using namespace std::chrono_literals;
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace rhttp = resilience::http;
+using asio::ip::tcp;
+using boost::system::error_code;
+using resilience::testing::manual_clock;
+using resilience::test::completion;
+using resilience::test::live;
+using resilience::test::spawn;
+
+namespace {
+
+using client_t = rhttp::basic_client<manual_clock>;
+using result_t = boost::system::result<bhttp::response<bhttp::string_body>>;
+
+// What the test server does with the n-th request it reads.
+struct step {
+  // drop: closes the connection unanswered, as a crashing server would: a
+  // FIN, and over TLS no close_notify.
+  enum kind { respond, reset, hang, hold, drop } what = respond;
+  unsigned status = 200;
+  std::vector<std::pair<std::string, std::string>> headers = {};
+  bool close = false;  // Connection: close, then the server closes
+  // Says keep-alive, then ends its side anyway (FIN) and keeps the socket in
+  // `held`, where a test can see the client's kernel acknowledge the FIN.
+  bool half_close = false;
+  // Answers with this Content-Length and no body, as a server answers HEAD.
+  std::optional<std::size_t> headers_only_length = std::nullopt;
+  // Raw bytes sent with the response, in the same write: before it (interim
+  // 1xx responses) and after it (bytes nobody asked for).
+  std::string before = {};
+  std::string after = {};
+  // Sent on the idle connection once the test opens the gate, then a FIN:
+  // a server giving up on a kept-alive connection (a 408, say).
+  std::string when_idle = {};
+};
+
+struct server {
+  asio::io_context& io;
+  tcp::acceptor acceptor;
+  asio::ssl::context* tls = nullptr;
+  int accepted = 0;
+  int requests = 0;
+  int handshake_failures = 0;
+  std::vector<bhttp::request<bhttp::string_body>> seen;
+  std::function<step(int)> script = [](int) { return step{}; };
+  asio::steady_timer gate;  // a `hold` waits until the test opens it; never expires on its own
+  bool silent = false;      // accepts, then neither reads nor writes
+  std::vector<tcp::socket> held;
+
+  explicit server(asio::io_context& c, std::uint16_t port = 0) : io(c), acceptor(c), gate(c, std::chrono::hours(24)) {
+    const tcp::endpoint at(asio::ip::address_v4::loopback(), port);
+    acceptor.open(at.protocol());
+    acceptor.set_option(asio::socket_base::reuse_address(true));
+    acceptor.bind(at);
+    acceptor.listen();
+    asio::co_spawn(io, accept_loop(this), asio::detached);
+  }
+  std::uint16_t port() const { return acceptor.local_endpoint().port(); }
+  rhttp::endpoint at() const { return rhttp::endpoint::http("127.0.0.1", port()); }
+  void open_gate() { gate.cancel(); }
+
+  static asio::awaitable<void> accept_loop(server* s) {
+    for (;;) {
+      auto [ec, socket] = co_await s->acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
+      if (ec) co_return;
+      ++s->accepted;
+      if (s->silent) {
+        s->held.push_back(std::move(socket));
+      } else if (s->tls) {
+        asio::co_spawn(s->io, handshake_then_serve(s, beast::tcp_stream(std::move(socket))), asio::detached);
+      } else {
+        asio::co_spawn(s->io, serve(s, beast::tcp_stream(std::move(socket))), asio::detached);
+      }
+    }
+  }
+
+  static asio::awaitable<void> handshake_then_serve(server* s, beast::tcp_stream tcp) {
+    beast::ssl_stream<beast::tcp_stream> stream(std::move(tcp), *s->tls);
+    auto [ec] = co_await stream.async_handshake(asio::ssl::stream_base::server, asio::as_tuple(asio::use_awaitable));
+    if (ec) {
+      ++s->handshake_failures;
+      co_return;
+    }
+    co_await serve(s, std::move(stream));
+  }
+
+  template <class Stream>
+  static asio::awaitable<void> serve(server* s, Stream stream) {
+    beast::flat_buffer buffer;
+    for (;;) {
+      bhttp::request<bhttp::string_body> req;
+      auto [ec, n] = co_await bhttp::async_read(stream, buffer, req, asio::as_tuple(asio::use_awaitable));
+      if (ec) co_return;
+      const int k = ++s->requests;
+      s->seen.push_back(req);
+      const step st = s->script(k);
+      if (st.what == step::reset) {
+        auto& socket = beast::get_lowest_layer(stream).socket();
+        socket.set_option(asio::socket_base::linger(true, 0));
+        socket.close();
+        co_return;
+      }
+      if (st.what == step::drop) {
+        beast::get_lowest_layer(stream).socket().close();
+        co_return;
+      }
+      if (st.what == step::hang) {  // reads on, after `before` if any: the client's close ends it
+        if (!st.before.empty()) {
+          auto [bec, bn] =
+              co_await asio::async_write(stream, asio::buffer(st.before), asio::as_tuple(asio::use_awaitable));
+          if (bec) co_return;
+        }
+        continue;
+      }
+      if (st.headers_only_length) {
+        bhttp::response<bhttp::empty_body> res{static_cast<bhttp::status>(st.status), 11};
+        res.content_length(*st.headers_only_length);
+        bhttp::response_serializer<bhttp::empty_body> sr{res};
+        auto [hec, hn] = co_await bhttp::async_write_header(stream, sr, asio::as_tuple(asio::use_awaitable));
+        if (hec) co_return;
+        continue;
+      }
+      if (st.what == step::hold) co_await s->gate.async_wait(asio::as_tuple(asio::use_awaitable));
+      bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(st.status), 11};
+      for (const auto& [name, value] : st.headers) res.set(name, value);
+      res.body() = "reply " + std::to_string(k);
+      res.keep_alive(!st.close);
+      res.prepare_payload();
+      error_code wec;
+      if (st.before.empty() && st.after.empty()) {
+        std::tie(wec, std::ignore) = co_await bhttp::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
+      } else {
+        std::ostringstream serialized;
+        serialized << res;
+        const std::string raw = st.before + serialized.str() + st.after;
+        std::tie(wec, std::ignore) =
+            co_await asio::async_write(stream, asio::buffer(raw), asio::as_tuple(asio::use_awaitable));
+      }
+      if (!wec && !st.when_idle.empty()) {
+        co_await s->gate.async_wait(asio::as_tuple(asio::use_awaitable));
+        std::tie(wec, std::ignore) =
+            co_await asio::async_write(stream, asio::buffer(st.when_idle), asio::as_tuple(asio::use_awaitable));
+        auto& socket = beast::get_lowest_layer(stream).socket();
+        socket.shutdown(tcp::socket::shutdown_send, wec);  // no throw out of the server; the test's own checks fail
+        s->held.push_back(std::move(socket));
+        co_return;
+      }
+      if (!wec && st.half_close) {
+        auto& socket = beast::get_lowest_layer(stream).socket();
+        socket.shutdown(tcp::socket::shutdown_send, wec);  // no throw out of the server; the test's own checks fail
+        s->held.push_back(std::move(socket));
+        co_return;
+      }
+      if (wec || st.close) co_return;
+    }
+  }
+};
+
+// Runs handlers until `done`, or gives up after `cap` turns.
+template <class Pred>
+bool run_until(asio::io_context& io, Pred done, int cap = 3000) {
+  for (int i = 0; i < cap && !done(); ++i) {
+    if (io.stopped()) io.restart();
+    io.run_one_for(std::chrono::milliseconds(5));
+  }
+  return done();
+}
+
+// The peer of `socket` has acknowledged its FIN: the end of stream is in
+// that peer's receive queue.
+inline bool fin_acknowledged(tcp::socket& socket) {
+  tcp_info info{};
+  socklen_t size = sizeof info;
+  return ::getsockopt(socket.native_handle(), IPPROTO_TCP, TCP_INFO, &info, &size) == 0 &&
+         info.tcpi_state == TCP_FIN_WAIT2;
+}
+
+inline bhttp::request<bhttp::empty_body> get(std::string target = "/") { return {bhttp::verb::get, target, 11}; }
+inline bhttp::request<bhttp::string_body> post(std::string body) {
+  bhttp::request<bhttp::string_body> r{bhttp::verb::post, "/orders", 11};
+  r.body() = std::move(body);
+  return r;
+}
+
+// Retries without waiting, so that only a Retry-After moves the clock.
+inline rhttp::client_options quick() {
+  return rhttp::client_options::standard().backoff(resilience::backoff::constant(0ms));
+}
+
+template <class Req>
+asio::awaitable<result_t> call(client_t& c, rhttp::endpoint to, Req req, rhttp::request_options o = {}) {
+  live frame(live::ops);
+  co_return co_await c.request(std::move(to), std::move(req), o);
+}
+
+template <class Req>
+asio::awaitable<result_t> call_by_reference(client_t& c, rhttp::endpoint to, Req& req) {
+  live frame(live::ops);
+  co_return co_await c.request(std::move(to), std::ref(req));
+}
+
+inline unsigned status_of(const completion<result_t>& c) {
+  BOOST_REQUIRE(c.value);
+  BOOST_REQUIRE(c.value->has_value());
+  return (*c.value)->result_int();
+}
+inline error_code error_of(const completion<result_t>& c) {
+  BOOST_REQUIRE(c.value);
+  BOOST_REQUIRE(c.value->has_error());
+  return c.value->error();
+}
+
+}  // namespace
