@@ -263,4 +263,15 @@ inline error_code error_of(const completion<result_t>& c) {
   return c.value->error();
 }
 
+// Two GETs in turn, each answered 200 with its own body ("reply 1", "reply 2").
+inline void two_gets_get_their_own_replies(asio::io_context& io, client_t& c, server& srv) {
+  for (int i = 1; i <= 2; ++i) {
+    completion<result_t> done;
+    spawn(io, call(c, srv.at(), get()), done);
+    BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+    BOOST_TEST(status_of(done) == 200u);
+    BOOST_TEST((*done.value)->body() == "reply " + std::to_string(i));
+  }
+}
+
 }  // namespace

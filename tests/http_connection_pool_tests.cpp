@@ -353,17 +353,6 @@ BOOST_AUTO_TEST_CASE(a_client_shared_by_two_contexts_reuses_only_connections_of_
   BOOST_TEST(!c.pool().try_reuse(srv.at(), a.get_executor()).has_value(), "a call on a would get b's connection");
 }
 
-// Two GETs in turn, each answered 200 with its own body ("reply 1", "reply 2").
-void two_gets_get_their_own_replies(asio::io_context& io, client_t& c, server& srv) {
-  for (int i = 1; i <= 2; ++i) {
-    completion<result_t> done;
-    spawn(io, call(c, srv.at(), get()), done);
-    BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
-    BOOST_TEST(status_of(done) == 200u);
-    BOOST_TEST((*done.value)->body() == "reply " + std::to_string(i));
-  }
-}
-
 // Bytes after a response were asked for by nobody: a connection holding
 // them is not reused, or the next request would read them as its answer.
 BOOST_AUTO_TEST_CASE(a_connection_with_bytes_after_its_response_is_not_reused) {
