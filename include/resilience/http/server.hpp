@@ -17,7 +17,7 @@
 //   rhttp::guarded_handler guarded{handler, options};
 //   auto res = co_await guarded(std::move(req));   // 503, 504 or the handler's answer
 //
-// Per request (guarded_handler, which the server uses):
+// Per request (guarded_handler, and the server alike):
 //   - Deadline. The inbound deadline header (grpc-timeout by default, or a
 //     milliseconds header, see deadline_header.hpp), capped by
 //     max_deadline(), becomes ctx.deadline (the earliest, if the header
@@ -49,6 +49,15 @@
 //     answer is not lost to a reset.
 //   - At most max_connections() connections at once: one more is closed as
 //     soon as it is accepted.
+//   - These bounds are kept by one timer per server, which sweeps the
+//     connections (each keeps the deadline of the phase it is in), not by a
+//     timer per read and write. A bound is never cut early, and at most one
+//     granularity late: a tenth of the smallest of the four, between 1 ms and
+//     100 ms (100 ms with the defaults). The same sweep cancels handlers at
+//     their deadline, on time. It runs only while connections are open.
+//   - The handler runs in the connection's own coroutine, not in a child of
+//     its own: what it changes of that coroutine (this_coro's
+//     throw_if_cancelled, its cancellation state) stays for the connection.
 //
 // Drain: drain(), or any cancellation of run()'s coroutine, stops accepting
 // (the acceptor is closed, so new connections are refused), closes idle
@@ -60,13 +69,13 @@
 // acceptor failed (the server drains first). A drained server does not run
 // again.
 //
-// Threads and lifetimes: the server, its sessions and drain() run on the
-// executor run()'s coroutine runs on (a strand on a multi-threaded
-// io_context). The server
-// and the handler must outlive run(); if run() may be left unfinished, they
-// must outlive the io_context too (its destruction frees the sessions'
-// frames, which give their slots back to the server). run() keeps a
-// reference to the acceptor: a temporary one is refused at compile time.
+// Threads and lifetimes: the server, its sessions, its sweep and drain() run
+// on the executor run()'s coroutine runs on (a strand on a multi-threaded
+// io_context). The server and the handler must outlive run(); if run() may
+// be left unfinished, they must outlive the io_context too (its destruction
+// frees the sessions' frames, which give their slots back to the server).
+// run() keeps a reference to the acceptor: a temporary one is refused at
+// compile time.
 #pragma once
 
 #include <resilience/bulkhead.hpp>
@@ -98,6 +107,7 @@
 #include <boost/beast/http/verb.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -256,6 +266,9 @@ boost::asio::awaitable<void> answer_into(const Guard* guard, server_request* req
 
 }  // namespace detail
 
+template <request_handler Handler, resilience::clock Clock = steady_clock>
+class server;
+
 // A request handler with the inbound deadline and load shedding around it.
 // Shared state (the slots): neither copied nor moved, and it must outlive
 // every call; a call on a temporary is refused at compile time.
@@ -292,6 +305,7 @@ class guarded_handler {
                                                                                     context);
   template <class Guard>
   friend struct detail::guard_steps;
+  friend class server<Handler, Clock>;  // runs the handler in its sessions' own coroutines
   template <class Guard>
   friend boost::asio::awaitable<void> detail::answer_into(const Guard*, server_request*, context,
                                                           std::optional<typename Guard::response_type>*,
@@ -430,24 +444,75 @@ boost::asio::awaitable<typename Guard::response_type> guarded_call(const Guard* 
   co_return steps.failed(why, ctx.deadline, version, keep_alive, start);
 }
 
-// One connection the server keeps track of, for a drain to reach it.
+// One connection the server keeps track of, for a drain and the sweep of
+// bounds to reach it.
 struct session_entry {
-  boost::asio::cancellation_signal signal;
+  boost::asio::cancellation_signal signal;          // reaches the handler running in the session
   boost::asio::ip::tcp::socket* socket = nullptr;  // set while its session runs
+  time_point deadline = time_point::max();          // the bound of the phase it is in, or the handler's deadline
   bool idle = false;                                // waiting for the next request
-  bool cancelled = false;
+  bool in_handler = false;                          // `deadline` is the handler's
+  bool cancelled = false;                           // by a drain
+  bool timed_out = false;                           // past its bound: the sweep closed its socket
+  bool handler_expired = false;                     // past its deadline: the sweep cancelled the handler
 };
+
+// The socket as Beast reads a request header through. A kept-alive
+// connection waits for its next request inside this read, bounded by the
+// idle timeout; Beast reads again only when bytes came short of a whole
+// header, so a second read means the request has begun, and from then on
+// the header's own bound applies (from its first byte, not from the end of
+// the previous request).
+template <class Clock>
+class request_stream {
+ public:
+  using executor_type = boost::asio::ip::tcp::socket::executor_type;
+
+  request_stream(boost::asio::ip::tcp::socket& socket, session_entry& entry, const Clock& clock,
+                 duration header_timeout) noexcept
+      : socket_(&socket), entry_(&entry), clock_(&clock), header_timeout_(header_timeout) {}
+
+  executor_type get_executor() const noexcept { return socket_->get_executor(); }
+
+  template <class MutableBuffers, class Token>
+  auto async_read_some(const MutableBuffers& buffers, Token&& token) {
+    if (reads_++ > 0 && entry_->idle && !entry_->timed_out) {
+      entry_->idle = false;
+      entry_->deadline = saturating_add(clock_->now(), header_timeout_);
+    }
+    return socket_->async_read_some(buffers, std::forward<Token>(token));
+  }
+
+ private:
+  boost::asio::ip::tcp::socket* socket_;
+  session_entry* entry_;
+  const Clock* clock_;
+  duration header_timeout_;
+  unsigned reads_ = 0;
+};
+
+// How late a connection bound may be cut: never early, and at most this late
+// (see server::sweep()). A tenth of the smallest bound keeps it small beside
+// every bound, 100 ms at most beside the defaults (10 s and more); for
+// connection bounds the sweep wakes at most once per granularity, however
+// many connections stall.
+inline duration sweep_granularity(duration smallest_bound) noexcept {
+  return std::clamp<duration>(smallest_bound / 10, std::chrono::milliseconds(1), std::chrono::milliseconds(100));
+}
 
 }  // namespace detail
 
-template <request_handler Handler, resilience::clock Clock = steady_clock>
+template <request_handler Handler, resilience::clock Clock>
 class server {
  public:
   using response_type = handler_response_t<Handler>;
   using clock_type = Clock;
 
   explicit server(Handler handler, server_options options = {}, Clock clock = {})
-      : guard_(std::move(handler), std::move(options), std::move(clock)) {}
+      : guard_(std::move(handler), std::move(options), std::move(clock)),
+        smallest_bound_(std::min({guard_.options().header_read_timeout(), guard_.options().body_read_timeout(),
+                                  guard_.options().write_timeout(), guard_.options().idle_timeout()})),
+        sweep_granularity_(detail::sweep_granularity(smallest_bound_)) {}
   server(const server&) = delete;
   server& operator=(const server&) = delete;
 
@@ -473,7 +538,97 @@ class server {
   using tcp = boost::asio::ip::tcp;
 
   boost::asio::awaitable<void> serve(tcp::acceptor* acceptor);
-  boost::asio::awaitable<void> session(tcp::socket socket, detail::session_entry* entry, time_point accepted);
+  boost::asio::awaitable<void> session(tcp::socket socket, detail::session_entry* entry);
+
+  // Bounds without a timer each. Each session keeps in its entry the
+  // deadline of the phase it is in (a store per phase): a connection bound
+  // (header, body, write, idle) or, while its handler runs, the handler's
+  // deadline. One timer per server sweeps the entries: it closes the socket
+  // of a connection past its bound, and cancels a handler past its deadline.
+  //
+  // Connection bounds are coarse. A sweep at `now` arms the next one at the
+  // earliest bound it saw, but no sooner than one granularity and no later
+  // than the smallest bound from now. A bound set after a sweep is at least
+  // the smallest bound after it, so the next sweep comes no later than that
+  // bound and sees it: a bound is cut on time, or up to one granularity late
+  // when it falls less than one granularity after a sweep (bounds close
+  // together are cut in one sweep). Handler deadlines are exact: the next sweep is
+  // armed no later than the earliest, and one set earlier than the sweep
+  // armed re-arms it (the default cap, 30 s, comes after the sweep, which
+  // is due within 10 s, so only deadlines sent by clients pay that).
+  //
+  // The sweep runs only while sessions exist: with none, it is cancelled and
+  // holds no work on the io_context.
+  void sweep() {
+    const time_point now = guard_.clock().now();
+    time_point earliest_bound = time_point::max();
+    time_point earliest_deadline = time_point::max();
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      detail::session_entry& e = *it++;  // before an emission, which might end the session in place
+      if (e.cancelled || e.timed_out) continue;  // ending already
+      if (e.in_handler) {
+        if (e.deadline > now) {
+          earliest_deadline = std::min(earliest_deadline, e.deadline);
+        } else if (!e.handler_expired) {
+          e.handler_expired = true;
+          e.signal.emit(boost::asio::cancellation_type::terminal);  // the session sees it and answers 504
+        }
+        continue;
+      }
+      if (e.deadline <= now && e.socket) {
+        e.timed_out = true;
+        // Closed, not only cancelled: an operation between two steps (a
+        // completion already queued) fails on its next step, so none can
+        // outlive the bound.
+        error_code ignored;
+        e.socket->close(ignored);
+        continue;
+      }
+      earliest_bound = std::min(earliest_bound, e.deadline);  // a session not running yet: the next sweep
+    }
+    if (sessions_.empty()) return;
+    arm_sweep(std::min({saturating_add(now, smallest_bound_),
+                        std::max(earliest_bound, saturating_add(now, sweep_granularity_)), earliest_deadline}));
+  }
+
+  void arm_sweep(time_point at) {
+    if (!sweep_timer_ || at == time_point::max()) return;  // no bound at all
+    sweep_timer_->expires_at(at);  // a wait still pending ends with operation_aborted
+    sweep_at_ = at;
+    sweep_armed_ = true;
+    ++sweep_waits_;
+    sweep_timer_->async_wait([this](error_code ec) {
+      --sweep_waits_;
+      if (!ec) {
+        sweep_armed_ = false;
+        sweep();
+      }
+      if (ended() && wake_) wake_->cancel();
+    });
+  }
+
+  // A new connection: its first header is bounded from now.
+  void watch_connection(detail::session_entry& e, time_point now) {
+    e.deadline = saturating_add(now, options().header_read_timeout());
+    if (!sweep_armed_)
+      arm_sweep(std::min(saturating_add(now, smallest_bound_),
+                         std::max(e.deadline, saturating_add(now, sweep_granularity_))));
+  }
+
+  // A handler starts, with its deadline.
+  void watch_handler(detail::session_entry& e, time_point deadline) {
+    e.in_handler = true;
+    e.deadline = deadline;
+    if (deadline != time_point::max() && (!sweep_armed_ || deadline < sweep_at_)) arm_sweep(deadline);
+  }
+
+  void stop_sweep() {
+    if (sweep_waits_ != 0 && sweep_timer_) sweep_timer_->cancel();
+    sweep_armed_ = false;
+  }
+
+  // No session left, and no wait of the sweep pending (it refers to the server).
+  bool ended() const noexcept { return sessions_.empty() && sweep_waits_ == 0; }
 
   void begin_drain() {
     if (draining_) return;
@@ -483,11 +638,15 @@ class server {
       error_code ignored;
       acceptor_->close(ignored);  // the pending accept ends; new connections are refused
     }
+    // An idle connection runs no handler: cancelling its read through the
+    // socket ends it. Its signal is left alone: called from outside the
+    // executor, the emission would be posted, and could run after the session
+    // ended and its entry was freed.
     for (auto& e : sessions_)
-      if (e.idle) cancel(e);
+      if (e.idle) cancel(e, false);
   }
 
-  static void cancel(detail::session_entry& e) {
+  static void cancel(detail::session_entry& e, bool reach_handler = true) {
     if (e.cancelled) return;
     e.cancelled = true;
     // The socket too: its operations end whether or not they honour
@@ -496,18 +655,25 @@ class server {
       error_code ignored;
       e.socket->cancel(ignored);
     }
-    e.signal.emit(boost::asio::cancellation_type::terminal);
+    if (reach_handler) e.signal.emit(boost::asio::cancellation_type::terminal);
   }
 
   void session_ended(std::list<detail::session_entry>::iterator it) {
     sessions_.erase(it);
-    if (sessions_.empty() && wake_) wake_->cancel();
+    if (sessions_.empty()) stop_sweep();
+    if (ended() && wake_) wake_->cancel();
   }
 
   guarded_handler<Handler, Clock> guard_;
+  duration smallest_bound_;     // of the four connection bounds
+  duration sweep_granularity_;  // how late a bound may be cut
   std::list<detail::session_entry> sessions_;  // stable addresses: each session refers to its entry
   tcp::acceptor* acceptor_ = nullptr;
   boost::asio::steady_timer* wake_ = nullptr;  // run()'s wake-up while it drains
+  timer_type* sweep_timer_ = nullptr;          // in run()'s frame, so gone with the io_context
+  time_point sweep_at_{};                      // when the sweep is due, if armed
+  bool sweep_armed_ = false;                   // a sweep is due
+  std::size_t sweep_waits_ = 0;                // the sweep's waits not completed yet, cancelled ones included
   bool draining_ = false;
   bool ran_ = false;
   time_point drain_started_{};  // the grace counts from here
@@ -522,32 +688,6 @@ server(Handler) -> server<Handler>;
 
 namespace detail {
 
-// Runs `op` (deferred) until it completes or `at` passes, whichever is
-// first; the loser is cancelled and waited for. On expiry the socket is
-// cancelled too, so that the op ends even if it ignores its cancellation
-// slot. The result: the completion order, the op's results, the timer's
-// error; see timed_out().
-template <class Timer, class Op>
-auto within(Timer& timer, boost::asio::ip::tcp::socket& socket, time_point at, Op op) {
-  namespace asio = boost::asio;
-  timer.expires_at(at);
-  return asio::experimental::make_parallel_group(
-             std::move(op), timer.async_wait(asio::deferred([&socket](error_code ec) {
-               if (!ec) {
-                 error_code ignored;
-                 socket.cancel(ignored);
-               }
-               return asio::deferred.values(ec);
-             })))
-      .async_wait(asio::experimental::wait_for_one(), asio::use_awaitable);
-}
-
-// The bound passed first: the timer won, and not because the whole wait was
-// cancelled (a drain ending the session is not a slow client).
-inline bool timed_out(const std::array<std::size_t, 2>& order, const error_code& timer_ec) noexcept {
-  return order[0] == 1 && !timer_ec;
-}
-
 // A request Beast could not parse (answered 400), as opposed to a client
 // that left before finishing it.
 inline bool is_parse_error(const error_code& ec) noexcept {
@@ -558,6 +698,13 @@ inline bool is_parse_error(const error_code& ec) noexcept {
 
 }  // namespace detail
 
+// GCC 12, inlining these coroutines' starts into a caller, may take the
+// frame's own operator delete for a mismatch of its operator new
+// (-Wmismatched-new-delete): both are Asio's frame allocator.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
 template <request_handler Handler, resilience::clock Clock>
 boost::asio::awaitable<void> server<Handler, Clock>::serve(tcp::acceptor* acceptor) {
   namespace asio = boost::asio;
@@ -571,9 +718,12 @@ boost::asio::awaitable<void> server<Handler, Clock>::serve(tcp::acceptor* accept
   acceptor_ = acceptor;
   asio::steady_timer wake(executor, asio::steady_timer::time_point::max());  // a wake-up, never a time
   wake_ = &wake;
+  auto sweep_timer = clock.make_timer(executor);
+  sweep_timer_ = &sweep_timer;
   struct release_on_exit {
     server* self;
     ~release_on_exit() {
+      self->sweep_timer_ = nullptr;
       self->wake_ = nullptr;
       self->acceptor_ = nullptr;
     }
@@ -595,7 +745,8 @@ boost::asio::awaitable<void> server<Handler, Clock>::serve(tcp::acceptor* accept
       continue;
     }
     auto it = sessions_.emplace(sessions_.end());
-    asio::co_spawn(executor, session(std::move(socket), &*it, clock.now()),
+    watch_connection(*it, clock.now());
+    asio::co_spawn(executor, session(std::move(socket), &*it),
                    asio::bind_cancellation_slot(it->signal.slot(),
                                                 [this, it](std::exception_ptr) { session_ended(it); }));
   }
@@ -612,7 +763,7 @@ boost::asio::awaitable<void> server<Handler, Clock>::serve(tcp::acceptor* accept
   const time_point grace_end = saturating_add(drain_started_, options().drain_grace());
   auto grace = clock.make_timer(executor);
   bool forced = options().drain_grace() == duration::zero();
-  while (!sessions_.empty()) {
+  while (!ended()) {
     const auto state = co_await asio::this_coro::cancellation_state;
     if (state.cancelled() != asio::cancellation_type::none) forced = true;
     if (forced) {
@@ -632,8 +783,7 @@ boost::asio::awaitable<void> server<Handler, Clock>::serve(tcp::acceptor* accept
 }
 
 template <request_handler Handler, resilience::clock Clock>
-boost::asio::awaitable<void> server<Handler, Clock>::session(tcp::socket socket, detail::session_entry* entry,
-                                                             time_point accepted) {
+boost::asio::awaitable<void> server<Handler, Clock>::session(tcp::socket socket, detail::session_entry* entry) {
   namespace asio = boost::asio;
   namespace beast = boost::beast;
   namespace bhttp = boost::beast::http;
@@ -644,10 +794,21 @@ boost::asio::awaitable<void> server<Handler, Clock>::session(tcp::socket socket,
   } forget{entry};
   const server_options& o = options();
   const Clock& clock = guard_.clock();
-  auto timer = clock.make_timer(socket.get_executor());
+  const resilience::detail::clock_anchor<Clock> anchor(clock);  // handlers' ctx.now() reads this clock
+  // The session's own reads and writes get no cancellation slot: the sweep
+  // and the drain end them through the socket, and a slot would have each of
+  // them (Beast's steps included) put a cancellation handler in it and clear
+  // it, about 550 instructions a request. The session's signal is for its
+  // handler, whose operations take the coroutine's slot as usual.
+  auto socket_op = asio::bind_cancellation_slot(asio::cancellation_slot(), asio::as_tuple(asio::use_awaitable));
   beast::flat_buffer buffer;
-  const auto slow = [&](client_phase p) {
-    if (o.on_slow_client()) o.on_slow_client()(p);
+  // The phase's bound, for the sweep to hold the connection to.
+  const auto bound = [&](duration d) { entry->deadline = saturating_add(clock.now(), d); };
+  // After an operation: whether the sweep cut it, reported as a slow client in `phase`.
+  const auto cut = [&](client_phase phase) {
+    if (!entry->timed_out) return false;
+    if (o.on_slow_client()) o.on_slow_client()(phase);
+    return true;
   };
   // A short answer of the server's own before it closes the connection. It
   // is a request finished like any other, for whoever counts them.
@@ -655,57 +816,47 @@ boost::asio::awaitable<void> server<Handler, Clock>::session(tcp::socket socket,
     if (o.on_request_finished()) o.on_request_finished()(request_finished{static_cast<unsigned>(status), {}, method});
     auto res = detail::status_response<bhttp::response<bhttp::empty_body>>(status, version, false);
     {
-      auto [order, ec, n, timer_ec] = co_await detail::within(
-          timer, socket, saturating_add(clock.now(), o.write_timeout()), bhttp::async_write(socket, res, asio::deferred));
+      bound(o.write_timeout());
+      auto [ec, n] = co_await bhttp::async_write(socket, res, socket_op);
       (void)n;
-      if (detail::timed_out(order, timer_ec)) slow(client_phase::write);
-      if (order[0] == 1 || ec) co_return;
+      if (cut(client_phase::write) || ec) co_return;
     }
     // The client may still be sending the request we refused. Closing with
     // unread data resets the connection, which can destroy the answer before
     // the client reads it: so drop what comes, within bounds, until it stops.
     error_code ignored;
     socket.shutdown(tcp::socket::shutdown_send, ignored);
-    const time_point until = saturating_add(clock.now(), o.header_read_timeout());
+    bound(o.header_read_timeout());
     for (std::size_t dropped = 0; dropped < 64 * 1024;) {
       buffer.clear();
-      auto [order, ec, n, timer_ec] =
-          co_await detail::within(timer, socket, until, socket.async_read_some(buffer.prepare(4096), asio::deferred));
-      (void)timer_ec;
-      if (order[0] == 1 || ec) break;
+      auto [ec, n] = co_await socket.async_read_some(buffer.prepare(4096), socket_op);
+      if (ec || entry->timed_out) break;
       dropped += n;
     }
   };
 
-  bool first = true;
-  for (;;) {
-    time_point header_by = saturating_add(accepted, o.header_read_timeout());
+  // The first request's header is bounded from the accept (serve() set it).
+  for (bool first = true;; first = false) {
     if (!first) {
       if (buffer.size() == 0) {  // nothing pipelined: wait for the next request
         if (draining_) break;
-        entry->idle = true;
-        auto [order, ec, timer_ec] = co_await detail::within(
-            timer, socket, saturating_add(clock.now(), o.idle_timeout()),
-            socket.async_wait(tcp::socket::wait_read, asio::deferred));
-        (void)timer_ec;
-        entry->idle = false;
-        if (order[0] == 1 || ec || entry->cancelled) break;
+        entry->idle = true;  // until it begins (see request_stream)
+        bound(o.idle_timeout());
+      } else {
+        bound(o.header_read_timeout());
       }
-      header_by = saturating_add(clock.now(), o.header_read_timeout());
     }
-    first = false;
 
     bhttp::request_parser<bhttp::string_body> parser;
     parser.header_limit(o.max_header_bytes());
     parser.body_limit(o.max_body_bytes());
     {
-      auto [order, ec, n, timer_ec] =
-          co_await detail::within(timer, socket, header_by, bhttp::async_read_header(socket, buffer, parser, asio::deferred));
+      detail::request_stream<Clock> stream(socket, *entry, clock, o.header_read_timeout());
+      auto [ec, n] = co_await bhttp::async_read_header(stream, buffer, parser, socket_op);
       (void)n;
-      if (order[0] == 1) {
-        if (detail::timed_out(order, timer_ec)) slow(client_phase::header);
-        break;
-      }
+      const bool idle = std::exchange(entry->idle, false);
+      if (idle ? entry->timed_out : cut(client_phase::header)) break;  // an idle client is not a slow one
+      if (entry->cancelled) break;  // drained while idle
       if (ec == bhttp::error::header_limit) {
         co_await refuse(bhttp::status::request_header_fields_too_large, 11, bhttp::verb::unknown);
         break;
@@ -720,14 +871,10 @@ boost::asio::awaitable<void> server<Handler, Clock>::session(tcp::socket socket,
       }
     }
     if (!parser.is_done()) {
-      auto [order, ec, n, timer_ec] =
-          co_await detail::within(timer, socket, saturating_add(clock.now(), o.body_read_timeout()),
-                                  bhttp::async_read(socket, buffer, parser, asio::deferred));
+      bound(o.body_read_timeout());
+      auto [ec, n] = co_await bhttp::async_read(socket, buffer, parser, socket_op);
       (void)n;
-      if (order[0] == 1) {
-        if (detail::timed_out(order, timer_ec)) slow(client_phase::body);
-        break;
-      }
+      if (cut(client_phase::body)) break;
       if (ec == bhttp::error::body_limit) {
         co_await refuse(bhttp::status::payload_too_large, parser.get().version(), parser.get().method());
         break;
@@ -739,22 +886,75 @@ boost::asio::awaitable<void> server<Handler, Clock>::session(tcp::socket socket,
       }
     }
 
-    const bool client_keeps = parser.get().keep_alive();
-    response_type res = co_await guard_(parser.release());
-    const bool again = client_keeps && res.keep_alive() && !draining_ && !entry->cancelled;
-    res.keep_alive(again);
-    auto [order, ec, n, timer_ec] = co_await detail::within(
-        timer, socket, saturating_add(clock.now(), o.write_timeout()), bhttp::async_write(socket, res, asio::deferred));
-    (void)n;
-    if (order[0] == 1) {
-      if (detail::timed_out(order, timer_ec)) slow(client_phase::write);
-      break;
+    // What guarded_handler does, with the handler run here rather than in a
+    // child coroutine bounded by a timer: its deadline is kept by the sweep,
+    // which cancels it through this session's own signal.
+    server_request req = parser.release();
+    const bool client_keeps = req.keep_alive();
+    const unsigned version = req.version();
+    const detail::guard_steps<guarded_handler<Handler, Clock>> steps{&guard_, req.method()};
+    context ctx;
+    bool malformed_deadline = false;
+    const time_point start = steps.begin(req, ctx, malformed_deadline);
+    std::optional<response_type> res;
+    if (malformed_deadline) {
+      res.emplace(steps.bad_deadline(version, client_keeps, start));
+    } else if (!guard_.slots_.try_acquire()) {
+      res.emplace(steps.shed(version, client_keeps, start));
+    } else {
+      const bulkhead_permit permit = resilience::detail::adopt_slot(guard_.slots_);  // back on every path
+      error_code why;  // a failure's code, if it had one
+      if (ctx.deadline > start) {
+        anchor.attach(ctx);
+        watch_handler(*entry, ctx.deadline);
+        time_point answered_at{};
+        try {
+          res.emplace(co_await guard_.handler_(std::move(req), std::as_const(ctx)));
+          answered_at = clock.now();
+        } catch (const boost::system::system_error& e) {
+          why = e.code();
+        } catch (...) {
+        }
+        entry->in_handler = false;
+        entry->deadline = time_point::max();
+        if (entry->cancelled) {  // the drain's grace ended: no answer
+          steps.finish(0, start);
+          break;
+        }
+        if (std::exchange(entry->handler_expired, false)) {
+          co_await asio::this_coro::reset_cancellation_state();  // the session goes on to answer
+          if (!res) why = error::deadline_exceeded;  // whatever the handler failed with once cut
+        }
+        // Past the deadline the client has stopped waiting: whatever the
+        // handler made of it (a 502 from an upstream call the deadline cut,
+        // a late 200), the answer is 504, and counted as one.
+        if (res && answered_at >= ctx.deadline) {
+          res.reset();
+          why = error::deadline_exceeded;
+        }
+      } else {
+        why = error::deadline_exceeded;  // passed on arrival: the handler is not called
+      }
+      if (res) {
+        steps.finish(res->result_int(), start);
+      } else {
+        res.emplace(steps.failed(why, ctx.deadline, version, client_keeps, start));
+      }
     }
+    const bool again = client_keeps && res->keep_alive() && !draining_ && !entry->cancelled;
+    res->keep_alive(again);
+    bound(o.write_timeout());
+    auto [ec, n] = co_await bhttp::async_write(socket, *res, socket_op);
+    (void)n;
+    if (cut(client_phase::write)) break;
     if (ec || !again) break;
   }
   error_code ignored;
   socket.shutdown(tcp::socket::shutdown_send, ignored);
   socket.close(ignored);
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 }  // namespace resilience::http
