@@ -19,6 +19,7 @@
 #include <resilience/context.hpp>
 #include <resilience/detail/bounded_run.hpp>
 #include <resilience/pipeline.hpp>
+#include <resilience/stage.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -33,7 +34,7 @@
 namespace resilience {
 
 template <class T, class Executor = boost::asio::any_io_executor>
-class any_pipeline {
+class any_pipeline : public run_as_call<any_pipeline<T, Executor>> {
  public:
   using awaitable_type = boost::asio::awaitable<T, Executor>;
   // What a stage wraps: the rest of the pipeline, inner stages and op.
@@ -68,15 +69,6 @@ class any_pipeline {
   template <class Op>
   awaitable_type run(Op op, const context& parent = {}) && {
     return detail::run_owned<T, Executor>(std::move(*this), std::move(op), parent);
-  }
-
-  template <class Op>
-  awaitable_type operator()(Op op, const context& parent = {}) const& {
-    return run(std::move(op), parent);
-  }
-  template <class Op>
-  awaitable_type operator()(Op op, const context& parent = {}) && {
-    return std::move(*this).run(std::move(op), parent);
   }
 
   // Refers to this pipeline instead of copying it: it must outlive the call.

@@ -40,6 +40,7 @@
 #include <resilience/context.hpp>
 #include <resilience/detail/bounded_run.hpp>
 #include <resilience/detail/with_option.hpp>
+#include <resilience/stage.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -84,7 +85,7 @@ class breaker_registry_options {
 // A breaker stage that holds its breaker: safe as a temporary, copied by
 // value into a pipeline, and the breaker is not evicted while it lives.
 template <class Breaker, class Classifier = breaker_any_failure>
-class shared_breaker_stage {
+class shared_breaker_stage : public run_as_call<shared_breaker_stage<Breaker, Classifier>> {
  public:
   // For pipeline(): this stage never waits past the context's deadline.
   static constexpr bool respects_deadline = true;
@@ -104,15 +105,6 @@ class shared_breaker_stage {
     auto stage = breaker_->stage(std::move(classifier_));
     return detail::run_owning(holder{std::move(breaker_), std::move(stage)}, std::move(op), parent);
   }
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) const& {
-    return run(std::move(op), parent);
-  }
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) && {
-    return std::move(*this).run(std::move(op), parent);
-  }
-
   const std::shared_ptr<Breaker>& breaker() const noexcept { return breaker_; }
   // The breaker's clock: a pipeline checks that its stages agree on one.
   const auto& clock() const noexcept { return breaker_->clock(); }

@@ -38,6 +38,7 @@
 
 #include <resilience/context.hpp>
 #include <resilience/detail/bounded_run.hpp>
+#include <resilience/stage.hpp>
 
 #include <chrono>
 #include <functional>
@@ -163,7 +164,7 @@ using stored_clock_t =
 }  // namespace detail
 
 template <class... Stored>
-class pipeline {
+class pipeline : public run_as_call<pipeline<Stored...>> {
   static_assert(sizeof...(Stored) >= 1, "a pipeline needs at least one stage");
   // Checked where a call starts, not where the pipeline is built: so that
   // pipeline(retry, manual_clock_breaker, timeout).clock(c) can put the
@@ -206,15 +207,6 @@ class pipeline {
   auto run(Op op, const context& parent = {}) && {
     return detail::run_owning(std::move(*this), std::move(op), parent);
   }
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) const& {
-    return run(std::move(op), parent);
-  }
-  template <awaitable_op Op>
-  auto operator()(Op op, const context& parent = {}) && {
-    return std::move(*this).run(std::move(op), parent);
-  }
-
   // Refers to this pipeline instead of copying it: it must outlive the call
   // (a pipeline held as a member, or at namespace scope, called from a
   // coroutine that awaits the call at once).

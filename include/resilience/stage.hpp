@@ -169,6 +169,22 @@ class stage_base {
   }
 };
 
+// operator() as run(), for a stage that writes its own run() because its
+// calls take a shape of their own (a pipeline, the type-erased pipeline, a
+// registry's breaker stage): by lvalue, and moved from.
+template <class S>
+class run_as_call {
+ public:
+  template <awaitable_op Op>
+  auto operator()(Op op, const context& parent = {}) const& {
+    return static_cast<const S&>(*this).run(std::move(op), parent);
+  }
+  template <awaitable_op Op>
+  auto operator()(Op op, const context& parent = {}) && {
+    return static_cast<S&&>(*this).run(std::move(op), parent);
+  }
+};
+
 // A strategy whose state every call shares (a breaker, a throttle, a
 // bulkhead, a limiter): it owns its clock and its core, a thread-safe
 // Core(Options) or Core(Options, clock_ref), and is neither copied nor moved,
