@@ -27,10 +27,6 @@
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
-
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
@@ -60,7 +56,7 @@ using resilience::test::completion;
 using resilience::test::live;
 using resilience::test::spawn;
 
-namespace {
+namespace http_client_test {
 
 using client_t = rhttp::basic_client<manual_clock>;
 using result_t = boost::system::result<bhttp::response<bhttp::string_body>>;
@@ -100,113 +96,11 @@ struct server {
   bool silent = false;      // accepts, then neither reads nor writes
   std::vector<tcp::socket> held;
 
-  explicit server(asio::io_context& c, std::uint16_t port = 0) : io(c), acceptor(c), gate(c, std::chrono::hours(24)) {
-    const tcp::endpoint at(asio::ip::address_v4::loopback(), port);
-    acceptor.open(at.protocol());
-    acceptor.set_option(asio::socket_base::reuse_address(true));
-    acceptor.bind(at);
-    acceptor.listen();
-    asio::co_spawn(io, accept_loop(this), asio::detached);
-  }
+  // Listens on 127.0.0.1 (any free port by default) and serves from now on.
+  explicit server(asio::io_context& c, std::uint16_t port = 0);
   std::uint16_t port() const { return acceptor.local_endpoint().port(); }
   rhttp::endpoint at() const { return rhttp::endpoint::http("127.0.0.1", port()); }
   void open_gate() { gate.cancel(); }
-
-  static asio::awaitable<void> accept_loop(server* s) {
-    for (;;) {
-      auto [ec, socket] = co_await s->acceptor.async_accept(asio::as_tuple(asio::use_awaitable));
-      if (ec) co_return;
-      ++s->accepted;
-      if (s->silent) {
-        s->held.push_back(std::move(socket));
-      } else if (s->tls) {
-        asio::co_spawn(s->io, handshake_then_serve(s, beast::tcp_stream(std::move(socket))), asio::detached);
-      } else {
-        asio::co_spawn(s->io, serve(s, beast::tcp_stream(std::move(socket))), asio::detached);
-      }
-    }
-  }
-
-  static asio::awaitable<void> handshake_then_serve(server* s, beast::tcp_stream tcp) {
-    beast::ssl_stream<beast::tcp_stream> stream(std::move(tcp), *s->tls);
-    auto [ec] = co_await stream.async_handshake(asio::ssl::stream_base::server, asio::as_tuple(asio::use_awaitable));
-    if (ec) {
-      ++s->handshake_failures;
-      co_return;
-    }
-    co_await serve(s, std::move(stream));
-  }
-
-  template <class Stream>
-  static asio::awaitable<void> serve(server* s, Stream stream) {
-    beast::flat_buffer buffer;
-    for (;;) {
-      bhttp::request<bhttp::string_body> req;
-      auto [ec, n] = co_await bhttp::async_read(stream, buffer, req, asio::as_tuple(asio::use_awaitable));
-      if (ec) co_return;
-      const int k = ++s->requests;
-      s->seen.push_back(req);
-      const step st = s->script(k);
-      if (st.what == step::reset) {
-        auto& socket = beast::get_lowest_layer(stream).socket();
-        socket.set_option(asio::socket_base::linger(true, 0));
-        socket.close();
-        co_return;
-      }
-      if (st.what == step::drop) {
-        beast::get_lowest_layer(stream).socket().close();
-        co_return;
-      }
-      if (st.what == step::hang) {  // reads on, after `before` if any: the client's close ends it
-        if (!st.before.empty()) {
-          auto [bec, bn] =
-              co_await asio::async_write(stream, asio::buffer(st.before), asio::as_tuple(asio::use_awaitable));
-          if (bec) co_return;
-        }
-        continue;
-      }
-      if (st.headers_only_length) {
-        bhttp::response<bhttp::empty_body> res{static_cast<bhttp::status>(st.status), 11};
-        res.content_length(*st.headers_only_length);
-        bhttp::response_serializer<bhttp::empty_body> sr{res};
-        auto [hec, hn] = co_await bhttp::async_write_header(stream, sr, asio::as_tuple(asio::use_awaitable));
-        if (hec) co_return;
-        continue;
-      }
-      if (st.what == step::hold) co_await s->gate.async_wait(asio::as_tuple(asio::use_awaitable));
-      bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(st.status), 11};
-      for (const auto& [name, value] : st.headers) res.set(name, value);
-      res.body() = "reply " + std::to_string(k);
-      res.keep_alive(!st.close);
-      res.prepare_payload();
-      error_code wec;
-      if (st.before.empty() && st.after.empty()) {
-        std::tie(wec, std::ignore) = co_await bhttp::async_write(stream, res, asio::as_tuple(asio::use_awaitable));
-      } else {
-        std::ostringstream serialized;
-        serialized << res;
-        const std::string raw = st.before + serialized.str() + st.after;
-        std::tie(wec, std::ignore) =
-            co_await asio::async_write(stream, asio::buffer(raw), asio::as_tuple(asio::use_awaitable));
-      }
-      if (!wec && !st.when_idle.empty()) {
-        co_await s->gate.async_wait(asio::as_tuple(asio::use_awaitable));
-        std::tie(wec, std::ignore) =
-            co_await asio::async_write(stream, asio::buffer(st.when_idle), asio::as_tuple(asio::use_awaitable));
-        auto& socket = beast::get_lowest_layer(stream).socket();
-        socket.shutdown(tcp::socket::shutdown_send, wec);  // no throw out of the server; the test's own checks fail
-        s->held.push_back(std::move(socket));
-        co_return;
-      }
-      if (!wec && st.half_close) {
-        auto& socket = beast::get_lowest_layer(stream).socket();
-        socket.shutdown(tcp::socket::shutdown_send, wec);  // no throw out of the server; the test's own checks fail
-        s->held.push_back(std::move(socket));
-        co_return;
-      }
-      if (wec || st.close) co_return;
-    }
-  }
 };
 
 // Runs handlers until `done`, or gives up after `cap` turns.
@@ -221,12 +115,7 @@ bool run_until(asio::io_context& io, Pred done, int cap = 3000) {
 
 // The peer of `socket` has acknowledged its FIN: the end of stream is in
 // that peer's receive queue.
-inline bool fin_acknowledged(tcp::socket& socket) {
-  tcp_info info{};
-  socklen_t size = sizeof info;
-  return ::getsockopt(socket.native_handle(), IPPROTO_TCP, TCP_INFO, &info, &size) == 0 &&
-         info.tcpi_state == TCP_FIN_WAIT2;
-}
+bool fin_acknowledged(tcp::socket& socket);
 
 inline bhttp::request<bhttp::empty_body> get(std::string target = "/") { return {bhttp::verb::get, target, 11}; }
 inline bhttp::request<bhttp::string_body> post(std::string body) {
@@ -264,14 +153,8 @@ inline error_code error_of(const completion<result_t>& c) {
 }
 
 // Two GETs in turn, each answered 200 with its own body ("reply 1", "reply 2").
-inline void two_gets_get_their_own_replies(asio::io_context& io, client_t& c, server& srv) {
-  for (int i = 1; i <= 2; ++i) {
-    completion<result_t> done;
-    spawn(io, call(c, srv.at(), get()), done);
-    BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
-    BOOST_TEST(status_of(done) == 200u);
-    BOOST_TEST((*done.value)->body() == "reply " + std::to_string(i));
-  }
-}
+void two_gets_get_their_own_replies(asio::io_context& io, client_t& c, server& srv);
 
-}  // namespace
+}  // namespace http_client_test
+
+using namespace http_client_test;
