@@ -36,7 +36,7 @@ namespace {
 
 using throttle = resilience::basic_adaptive_throttle<manual_clock>;
 const error_code throttled = resilience::error::throttled;
-const error_code aborted = asio::error::operation_aborted;
+using resilience::test::aborted;
 const error_code unavailable = boost::system::errc::make_error_code(boost::system::errc::resource_unavailable_try_again);
 
 // The formula, written out independently of the library.
@@ -45,7 +45,7 @@ double expected_probability(double requests, double accepts, double k = 2.0) {
   return p > 0 ? p : 0.0;
 }
 
-struct fixture {
+struct throttle_fixture {
   asio::io_context io;
   manual_clock clock;
   int calls = 0;  // ops actually started
@@ -80,7 +80,7 @@ struct fixture {
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_SUITE(throttling_probability, fixture)
+BOOST_FIXTURE_TEST_SUITE(throttling_probability, throttle_fixture)
 
 BOOST_AUTO_TEST_CASE(a_healthy_backend_is_never_throttled) {
   throttle t(options(), clock);
@@ -225,7 +225,7 @@ BOOST_AUTO_TEST_CASE(on_throttled_that_throws_becomes_the_outcome) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_FIXTURE_TEST_SUITE(throttling_window, fixture)
+BOOST_FIXTURE_TEST_SUITE(throttling_window, throttle_fixture)
 
 BOOST_AUTO_TEST_CASE(counts_leave_the_window_a_bucket_at_a_time) {
   // 12 buckets of 10 s.
@@ -321,7 +321,7 @@ BOOST_AUTO_TEST_CASE(the_same_seed_gives_the_same_rejections) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_FIXTURE_TEST_SUITE(throttling_stage, fixture)
+BOOST_FIXTURE_TEST_SUITE(throttling_stage, throttle_fixture)
 
 BOOST_AUTO_TEST_CASE(a_throttled_call_is_not_retried_by_default) {
   throttle t(options(), clock);

@@ -77,7 +77,7 @@ breaker_options trip_after_3() {
   return breaker_options{}.consecutive_failures(3).no_failure_ratio().open_duration(10min);
 }
 
-struct fixture {
+struct registry_fixture {
   asio::io_context io;
   manual_clock clock;
 
@@ -88,7 +88,7 @@ struct fixture {
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_SUITE(breaker_registry, fixture)
+BOOST_FIXTURE_TEST_SUITE(breaker_registry, registry_fixture)
 
 BOOST_AUTO_TEST_CASE(the_first_use_builds_a_breaker_and_later_uses_get_it_again) {
   auto r = make();

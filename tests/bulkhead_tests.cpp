@@ -43,11 +43,11 @@ namespace {
 
 using bulkhead = resilience::basic_bulkhead<manual_clock>;
 const error_code full = resilience::error::bulkhead_full;
-const error_code aborted = asio::error::operation_aborted;
+using resilience::test::aborted;
 
 // Virtual time, ops that hold their slot for a while on it, and what the
 // bulkhead reported.
-struct fixture {
+struct bulkhead_fixture {
   asio::io_context io;
   manual_clock clock;
   std::vector<int> admitted;  // op ids, in the order the ops started
@@ -66,8 +66,8 @@ struct fixture {
     return [this, id, d]() -> asio::awaitable<error_code> {
       admitted.push_back(id);
       struct scope {
-        fixture* f;
-        explicit scope(fixture* x) : f(x) { f->most_inside = std::max(f->most_inside, ++f->inside); }
+        bulkhead_fixture* f;
+        explicit scope(bulkhead_fixture* x) : f(x) { f->most_inside = std::max(f->most_inside, ++f->inside); }
         ~scope() { --f->inside; }
       } in(this);
       auto timer = clock.make_timer(co_await asio::this_coro::executor);
@@ -87,7 +87,7 @@ struct fixture {
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_SUITE(bulkhead_admission, fixture)
+BOOST_FIXTURE_TEST_SUITE(bulkhead_admission, bulkhead_fixture)
 
 BOOST_AUTO_TEST_CASE(n_calls_run_at_once_and_the_next_one_queues) {
   bulkhead b(options(2, 10), clock);
@@ -270,7 +270,7 @@ BOOST_AUTO_TEST_CASE(try_acquire_is_raii) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_FIXTURE_TEST_SUITE(bulkhead_cancellation, fixture)
+BOOST_FIXTURE_TEST_SUITE(bulkhead_cancellation, bulkhead_fixture)
 
 BOOST_AUTO_TEST_CASE(a_cancelled_waiter_leaves_the_queue_at_once) {
   bulkhead b(options(1, 5).max_wait(1h), clock);

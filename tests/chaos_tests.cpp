@@ -46,10 +46,10 @@ using resilience::test::spawn;
 namespace {
 
 using result = boost::system::result<int>;
-const error_code reset = asio::error::connection_reset;
-const error_code aborted = asio::error::operation_aborted;
+using resilience::test::reset;
+using resilience::test::aborted;
 
-struct fixture {
+struct chaos_fixture {
   asio::io_context io;
   manual_clock clock;
   int calls = 0;
@@ -103,7 +103,7 @@ asio::awaitable<result> sleep_on(manual_clock clock) {
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_SUITE(chaos_faults, fixture)
+BOOST_FIXTURE_TEST_SUITE(chaos_faults, chaos_fixture)
 
 BOOST_AUTO_TEST_CASE(an_error_goes_in_the_channel_or_is_thrown_without_calling_the_op) {
   const auto stage = resilience::chaos_error(reset, options());
@@ -266,7 +266,7 @@ BOOST_AUTO_TEST_CASE(a_hook_that_throws_becomes_the_outcome) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_FIXTURE_TEST_SUITE(chaos_when, fixture)
+BOOST_FIXTURE_TEST_SUITE(chaos_when, chaos_fixture)
 
 BOOST_AUTO_TEST_CASE(rate_zero_never_injects_and_rate_one_always_does) {
   const auto never = resilience::chaos_error(reset, options().rate(0.0).random(random_source::seeded(1)));
@@ -371,7 +371,7 @@ BOOST_AUTO_TEST_CASE(a_disabled_stage_takes_no_draw) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_FIXTURE_TEST_SUITE(chaos_latency_bounds, fixture)
+BOOST_FIXTURE_TEST_SUITE(chaos_latency_bounds, chaos_fixture)
 
 BOOST_AUTO_TEST_CASE(cancelled_mid_wait_ends_with_operation_aborted_and_no_op) {
   const auto stage = resilience::chaos_latency(1h, options()).clock(clock);
@@ -497,7 +497,7 @@ BOOST_AUTO_TEST_CASE(a_context_destroyed_mid_wait_frees_every_frame) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_FIXTURE_TEST_SUITE(chaos_in_pipelines, fixture)
+BOOST_FIXTURE_TEST_SUITE(chaos_in_pipelines, chaos_fixture)
 
 BOOST_AUTO_TEST_CASE(injected_transient_errors_are_retried) {
   const auto retry = resilience::retry_policy{}
@@ -619,7 +619,7 @@ BOOST_AUTO_TEST_CASE(the_switch_flipped_while_calls_run) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_FIXTURE_TEST_SUITE(chaos_cancelled_from_inside, fixture)
+BOOST_FIXTURE_TEST_SUITE(chaos_cancelled_from_inside, chaos_fixture)
 
 // The call ends without suspending: Asio must not throw out of run().
 BOOST_AUTO_TEST_CASE(a_hook_that_cancels_the_caller_ends_the_call_as_aborted) {

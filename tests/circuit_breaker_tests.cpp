@@ -47,7 +47,7 @@ using breaker = resilience::basic_circuit_breaker<manual_clock>;
 using result = boost::system::result<int>;
 
 // Virtual time, and every event a breaker reports, as text.
-struct fixture {
+struct breaker_fixture {
   asio::io_context io;
   manual_clock clock;
   std::vector<std::string> events;
@@ -81,7 +81,7 @@ struct http_response {
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_SUITE(breaker_transitions, fixture)
+BOOST_FIXTURE_TEST_SUITE(breaker_transitions, breaker_fixture)
 
 // Every transition, driven through the raw permit API. Script:
 //   s success, f failure, n admitted then released (neither), x rejected,
@@ -535,7 +535,7 @@ BOOST_AUTO_TEST_CASE(manual_modes) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_FIXTURE_TEST_SUITE(breaker_stage, fixture)
+BOOST_FIXTURE_TEST_SUITE(breaker_stage, breaker_fixture)
 
 BOOST_AUTO_TEST_CASE(co_await_breaker_passes_results_through) {
   breaker b(options(), clock);
@@ -647,7 +647,7 @@ BOOST_AUTO_TEST_CASE(a_pipeline_takes_the_breakers_clock) {
   BOOST_TEST((clock.now() == time_point{} + 300ms), "three backoffs waited on the manual clock");
 }
 
-BOOST_FIXTURE_TEST_CASE(retry_waits_out_the_breaker_around_timed_attempts, fixture) {
+BOOST_FIXTURE_TEST_CASE(retry_waits_out_the_breaker_around_timed_attempts, breaker_fixture) {
   // pipeline(retry, breaker, attempt timeout): three attempts time out and
   // open the breaker at 500 ms; the fourth is rejected at once, and the retry
   // waits out the break instead of its own backoff; the probe at 1500 ms
@@ -683,7 +683,7 @@ BOOST_FIXTURE_TEST_CASE(retry_waits_out_the_breaker_around_timed_attempts, fixtu
   BOOST_TEST(transitions() == "closed>open open>half_open");
 }
 
-BOOST_FIXTURE_TEST_CASE(a_transition_that_loses_its_race_publishes_nothing, fixture) {
+BOOST_FIXTURE_TEST_CASE(a_transition_that_loses_its_race_publishes_nothing, breaker_fixture) {
   // Replays a race: a probe is released between the moment a transition
   // computes its period and its compare-and-swap, which then fails. The
   // open-duration generator runs at exactly that point, so it stands in for
@@ -715,7 +715,7 @@ BOOST_FIXTURE_TEST_CASE(a_transition_that_loses_its_race_publishes_nothing, fixt
 }
 
 // Half-open with one probe, then one call that ends in the given way.
-struct probe_fixture : fixture {
+struct probe_fixture : breaker_fixture {
   breaker b{options(), clock};
   probe_fixture() {
     fail(b, 3);

@@ -36,11 +36,11 @@ using resilience::test::spawn;
 namespace {
 
 using result = boost::system::result<int>;
-const error_code reset = asio::error::connection_reset;
-const error_code refused = asio::error::connection_refused;
-const error_code aborted = asio::error::operation_aborted;
+using resilience::test::reset;
+using resilience::test::refused;
+using resilience::test::aborted;
 
-struct fixture {
+struct fallback_fixture {
   asio::io_context io;
   manual_clock clock;
   int calls = 0;           // of the primary op
@@ -67,7 +67,7 @@ struct fixture {
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_SUITE(fallback_replacement, fixture)
+BOOST_FIXTURE_TEST_SUITE(fallback_replacement, fallback_fixture)
 
 BOOST_AUTO_TEST_CASE(an_error_in_the_channel_is_replaced_by_the_value) {
   const auto stage = resilience::fallback_value(result(7)).on_fallback(record());
@@ -326,7 +326,7 @@ BOOST_AUTO_TEST_CASE(a_temporary_stage_is_moved_into_the_call) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_FIXTURE_TEST_SUITE(fallback_cancellation, fixture)
+BOOST_FIXTURE_TEST_SUITE(fallback_cancellation, fallback_fixture)
 
 BOOST_AUTO_TEST_CASE(a_cancellation_the_op_reports_is_never_replaced) {
   const auto stage = resilience::fallback_value(result(7))
@@ -446,7 +446,7 @@ BOOST_AUTO_TEST_CASE(empty_callables_throw_naming_the_field) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_FIXTURE_TEST_SUITE(fallback_cancelled_from_inside, fixture)
+BOOST_FIXTURE_TEST_SUITE(fallback_cancelled_from_inside, fallback_fixture)
 
 // These calls end without suspending: Asio must not throw out of run().
 BOOST_AUTO_TEST_CASE(a_hook_that_cancels_the_caller_ends_the_call_as_aborted) {

@@ -41,10 +41,10 @@ using resilience::test::spawn;
 namespace {
 
 const error_code ok{};
-const error_code reset = asio::error::connection_reset;
-const error_code refused = asio::error::connection_refused;
+using resilience::test::reset;
+using resilience::test::refused;
 const error_code denied = asio::error::access_denied;
-const error_code aborted = asio::error::operation_aborted;
+using resilience::test::aborted;
 
 constexpr resilience::property_key<int> mark{"mark"};
 constexpr resilience::property_key<std::string> note{"note"};
@@ -56,7 +56,7 @@ struct step {
   bool ignores_cancellation = false;
 };
 
-struct fixture {
+struct hedging_fixture {
   asio::io_context io;
   manual_clock clock;
   std::vector<step> plan;  // by attempt number, from 1
@@ -119,7 +119,7 @@ struct observed {
 };
 
 template <class Awaitable>
-void spawn_observed(fixture& f, Awaitable a, observed& out, asio::cancellation_signal* cancel = nullptr) {
+void spawn_observed(hedging_fixture& f, Awaitable a, observed& out, asio::cancellation_signal* cancel = nullptr) {
   auto handler = [&f, &out](std::exception_ptr e, error_code ec) {
     BOOST_TEST(!e);
     ++out.times;
@@ -140,7 +140,7 @@ using times = std::vector<duration>;
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_SUITE(hedging_outcomes, fixture)
+BOOST_FIXTURE_TEST_SUITE(hedging_outcomes, hedging_fixture)
 
 BOOST_AUTO_TEST_CASE(a_first_attempt_that_answers_before_the_delay_starts_no_hedge) {
   plan = {{50ms, ok}};
@@ -331,7 +331,7 @@ BOOST_AUTO_TEST_CASE(a_synchronous_answer_on_the_steady_clock) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_FIXTURE_TEST_SUITE(hedging_bounds, fixture)
+BOOST_FIXTURE_TEST_SUITE(hedging_bounds, hedging_fixture)
 
 BOOST_AUTO_TEST_CASE(a_budget_that_refuses_stops_hedging_and_is_told_outcomes) {
   resilience::retry_throttle budget{10, 0.5};
@@ -482,7 +482,7 @@ BOOST_AUTO_TEST_CASE(attempt_timeouts_inside_are_non_fatal_failures) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_FIXTURE_TEST_SUITE(hedging_cancellation, fixture)
+BOOST_FIXTURE_TEST_SUITE(hedging_cancellation, hedging_fixture)
 
 BOOST_AUTO_TEST_CASE(while_waiting_for_the_delay) {
   plan = {{1s, ok}, {1s, ok}};
@@ -668,7 +668,7 @@ BOOST_AUTO_TEST_CASE(waiting_for_a_pushback_with_no_attempt_running) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_FIXTURE_TEST_SUITE(hedging_properties, fixture)
+BOOST_FIXTURE_TEST_SUITE(hedging_properties, hedging_fixture)
 
 BOOST_AUTO_TEST_CASE(each_attempt_marks_its_own_copy_and_the_winner_s_is_kept) {
   plan = {{1s, ok}, {10ms, ok}};

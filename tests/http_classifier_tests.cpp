@@ -1,8 +1,7 @@
 // The HTTP classifiers: which statuses and errors are worth retrying, and
 // which count as failures for a breaker; a request that may have been sent
 // is retried only if it is idempotent.
-#define RESILIENCE_TEST_HTTP
-#include "support.hpp"
+#include "support_http.hpp"
 
 #include <resilience/error.hpp>
 #include <resilience/http/classifier.hpp>

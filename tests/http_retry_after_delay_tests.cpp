@@ -1,7 +1,6 @@
 // retry_after_delay: a server's Retry-After drives co_retry's waits, bounded
 // and jittered as asked, read against a wall clock.
-#define RESILIENCE_TEST_HTTP
-#include "support.hpp"
+#include "support_http.hpp"
 
 #include <resilience/http/classifier.hpp>
 #include <resilience/http/retry_after.hpp>

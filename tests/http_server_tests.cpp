@@ -51,18 +51,18 @@ namespace {
 
 using response = bhttp::response<bhttp::string_body>;
 
-struct fixture;
+struct server_fixture;
 
 // Answers by target: /hello at once; /gate once the test opens the gate;
 // /downstream after a one-hour wait on the virtual clock (a call that the
 // deadline must cut short); /throw throws.
 struct test_handler {
-  fixture* f;
+  server_fixture* f;
   asio::awaitable<response> operator()(rhttp::server_request req, const context& ctx) const;
 };
 using test_server = rhttp::server<test_handler, manual_clock>;
 
-struct fixture {
+struct server_fixture {
   manual_clock clock;
   // What the server reported.
   std::vector<unsigned> finished;
@@ -85,7 +85,7 @@ struct fixture {
   tcp::endpoint listening;  // kept: a drained acceptor is closed
   asio::cancellation_signal run_cancel;
 
-  fixture() { live::ops = 0; }
+  server_fixture() { live::ops = 0; }
 
   rhttp::server_options options() {
     return rhttp::server_options{}
@@ -208,7 +208,7 @@ struct client {
 
   // No Nagle: a request sent in parts leaves at once, not after the server's
   // delayed ACK of the part before.
-  explicit client(fixture& f) : socket(*f.io) {
+  explicit client(server_fixture& f) : socket(*f.io) {
     socket.connect(f.endpoint());
     socket.set_option(tcp::no_delay(true));
   }
@@ -216,7 +216,7 @@ struct client {
   void send(const std::string& raw) { asio::write(socket, asio::buffer(raw)); }
 
   // Reads one response (or the end of the connection) in the background.
-  void read(fixture& f) {
+  void read(server_fixture& f) {
     asio::co_spawn(*f.io, read_one(), asio::detached);
   }
   asio::awaitable<void> read_one() {
@@ -240,7 +240,7 @@ std::string get(const std::string& target, const std::string& extra = {}) {
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_SUITE(http_server, fixture)
+BOOST_FIXTURE_TEST_SUITE(http_server, server_fixture)
 
 BOOST_AUTO_TEST_CASE(answers_and_reuses_a_kept_alive_connection) {
   start(options());

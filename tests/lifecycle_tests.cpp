@@ -133,7 +133,7 @@ BOOST_AUTO_TEST_SUITE_END()
 
 namespace {
 
-const error_code reset = asio::error::connection_reset;
+using resilience::test::reset;
 
 // A call whose cancellation signal a hook can reach.
 struct hooked_call {

@@ -41,15 +41,15 @@ using resilience::test::throws_naming;
 
 namespace {
 
-const error_code reset = asio::error::connection_reset;
-const error_code aborted = asio::error::operation_aborted;
+using resilience::test::reset;
+using resilience::test::aborted;
 
 // Hooks are one pointer: the std::function in a breaker's or bulkhead's
 // options keeps them in place, without allocating.
 static_assert(sizeof(resilience::breaker_meter) == sizeof(void*));
 static_assert(sizeof(resilience::bulkhead_meter) == sizeof(void*));
 
-struct fixture {
+struct metrics_fixture {
   asio::io_context io;
   manual_clock clock;
   metrics m{metrics_options{}.buckets({1ms, 10ms, 100ms, 1s})};
@@ -90,7 +90,7 @@ struct fixture {
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_SUITE(metrics_counts, fixture)
+BOOST_FIXTURE_TEST_SUITE(metrics_counts, metrics_fixture)
 
 BOOST_AUTO_TEST_CASE(a_retry_pipeline_counts_retries_attempts_and_the_whole_call) {
   int calls = 0;
@@ -213,7 +213,7 @@ BOOST_AUTO_TEST_CASE(making_a_hook_again_reuses_its_series) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_FIXTURE_TEST_SUITE(metrics_outcomes, fixture)
+BOOST_FIXTURE_TEST_SUITE(metrics_outcomes, metrics_fixture)
 
 BOOST_AUTO_TEST_CASE(values_errors_and_exceptions_pass_through_unchanged_and_are_told_apart) {
   const auto stage = m.stage("svc").clock(clock);
@@ -354,7 +354,7 @@ BOOST_AUTO_TEST_CASE(a_call_whose_context_is_destroyed_records_nothing_and_frees
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_FIXTURE_TEST_SUITE(metrics_prometheus, fixture)
+BOOST_FIXTURE_TEST_SUITE(metrics_prometheus, metrics_fixture)
 
 BOOST_AUTO_TEST_CASE(a_small_registry_is_written_exactly) {
   metrics small{metrics_options{}.buckets({1ms, 10ms})};

@@ -36,7 +36,7 @@ constexpr property_key<std::chrono::milliseconds> pushback{"pushback"};
 constexpr property_key<double> load{"load"};
 constexpr property_key<long> spare{"spare"};
 
-const error_code reset = asio::error::connection_reset;
+using resilience::test::reset;
 
 // Retries a failure unless the request may have been sent and is not
 // idempotent: the classifier reads what the caller and the op marked.

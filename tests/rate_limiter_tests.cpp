@@ -46,10 +46,10 @@ namespace {
 
 using limiter = resilience::basic_rate_limiter<manual_clock>;
 const error_code limited = resilience::error::rate_limited;
-const error_code aborted = asio::error::operation_aborted;
+using resilience::test::aborted;
 const time_point t0{};
 
-struct fixture {
+struct limiter_fixture {
   asio::io_context io;
   manual_clock clock;
   std::vector<int> admitted;          // op ids, in the order the ops started
@@ -93,7 +93,7 @@ int take_all(const limiter& l) {
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_SUITE(rate_limiter_token_bucket, fixture)
+BOOST_FIXTURE_TEST_SUITE(rate_limiter_token_bucket, limiter_fixture)
 
 BOOST_AUTO_TEST_CASE(a_full_bucket_admits_its_burst_then_the_steady_rate) {
   limiter l(options().token_bucket(10, 1s, 5), clock);
@@ -141,7 +141,7 @@ BOOST_AUTO_TEST_CASE(tokens_per_period) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_FIXTURE_TEST_SUITE(rate_limiter_sliding_window, fixture)
+BOOST_FIXTURE_TEST_SUITE(rate_limiter_sliding_window, limiter_fixture)
 
 BOOST_AUTO_TEST_CASE(a_segment_stops_counting_when_the_window_leaves_it) {
   // 4 calls a second, in 4 segments of 250 ms.
@@ -192,7 +192,7 @@ BOOST_AUTO_TEST_CASE(waiters_are_admitted_as_segments_expire) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_FIXTURE_TEST_SUITE(rate_limiter_admission, fixture)
+BOOST_FIXTURE_TEST_SUITE(rate_limiter_admission, limiter_fixture)
 
 BOOST_AUTO_TEST_CASE(without_max_wait_a_call_is_rejected_at_once_with_a_hint) {
   limiter l(ten_a_second(), clock);
@@ -332,7 +332,7 @@ BOOST_AUTO_TEST_CASE(on_rejected_that_throws_becomes_the_outcome) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-BOOST_FIXTURE_TEST_SUITE(rate_limiter_cancellation, fixture)
+BOOST_FIXTURE_TEST_SUITE(rate_limiter_cancellation, limiter_fixture)
 
 BOOST_AUTO_TEST_CASE(a_cancelled_waiter_leaves_the_queue_at_once) {
   limiter l(options().token_bucket(10, 1s, 2).max_wait(1s), clock);
@@ -611,7 +611,7 @@ struct count_retries {
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_SUITE(rate_limiter_with_retry, fixture)
+BOOST_FIXTURE_TEST_SUITE(rate_limiter_with_retry, limiter_fixture)
 
 BOOST_AUTO_TEST_CASE(the_default_classifiers_do_not_call_rate_limited_transient) {
   const auto rejected = resilience::outcome<error_code>::from_value(limited);

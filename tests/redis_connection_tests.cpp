@@ -1,7 +1,6 @@
 // resilience/redis/connection.hpp, against a real redis-server started by
 // each test.
-#define RESILIENCE_TEST_REDIS
-#include "support.hpp"
+#include "support_redis.hpp"
 
 #include <resilience/redis/connection.hpp>
 #include <resilience/testing/redis_server.hpp>

@@ -5,8 +5,7 @@
 #include <resilience/testing/manual_clock.hpp>
 #include <resilience/testing/redis_server.hpp>
 
-#define RESILIENCE_TEST_REDIS
-#include "support.hpp"
+#include "support_redis.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

@@ -18,7 +18,7 @@
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
 using boost::system::error_code;
-using boost::system::result;
+using result = boost::system::result<int>;
 using resilience::testing::manual_clock;
 
 namespace {
@@ -26,7 +26,7 @@ namespace {
 constexpr int loops = 4;
 constexpr int calls_per_loop = 2000;  // a loop that never yields makes them all before the timer
 
-asio::awaitable<result<int>> answer() {
+asio::awaitable<result> answer() {
   co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
   co_return 42;
 }
@@ -44,7 +44,7 @@ int calls_before_the_timer(asio::io_context& io, const Stage& stage, error_code 
         [&]() -> asio::awaitable<void> {
           for (int n = 0; n < calls_per_loop && !stop; ++n) {
             ++calls;
-            const result<int> r = co_await stage.run(answer);
+            const result r = co_await stage.run(answer);
             if (r.has_value() || r.error() != expected) ++wrong;
           }
         },
@@ -99,7 +99,7 @@ BOOST_AUTO_TEST_CASE(loops_on_an_open_breaker_let_the_half_open_probe_complete) 
         io,
         [&]() -> asio::awaitable<void> {
           for (int n = 0; n < calls_per_loop; ++n) {
-            const result<int> r = co_await breaker.run(answer);
+            const result r = co_await breaker.run(answer);
             if (r.has_value()) {
               ++succeeded;
               co_return;
@@ -136,7 +136,7 @@ BOOST_AUTO_TEST_CASE(a_refusal_whose_hook_cancels_the_caller_is_still_the_refusa
                                             cancel.emit(asio::cancellation_type::terminal);
                                           }));
   breaker.try_acquire().record_failure();
-  resilience::test::completion<result<int>> done;
+  resilience::test::completion<result> done;
   resilience::test::spawn(io, breaker.run(answer), done, &cancel);
   io.run();
   BOOST_TEST(done.times == 1);
@@ -189,7 +189,7 @@ BOOST_AUTO_TEST_CASE(a_throttle_rejecting_every_call_leaves_room_for_a_timer) {
         [&]() -> asio::awaitable<void> {
           for (int n = 0; n < calls_per_loop && !stop; ++n) {
             ++calls;
-            const result<int> r = co_await throttle.run(answer);
+            const result r = co_await throttle.run(answer);
             ++(r.has_error() && r.error() == resilience::error::throttled ? throttled : other);
           }
         },

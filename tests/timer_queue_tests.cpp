@@ -40,7 +40,7 @@ using resilience::test::spawn;
 namespace {
 
 const error_code timeout_error = resilience::error::timeout;
-const error_code aborted = asio::error::operation_aborted;
+using resilience::test::aborted;
 
 // A node that records its firing. Like a bounded call's node, it leaves the
 // queue when destroyed.
