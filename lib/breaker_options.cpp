@@ -13,16 +13,16 @@ namespace resilience {
 
 namespace {
 
-[[noreturn]] void invalid(const std::string& what) { throw std::invalid_argument("breaker_options: " + what); }
+[[noreturn]] void invalid_breaker_option(const std::string& what) { throw std::invalid_argument("breaker_options: " + what); }
 
 void check_ratio(double r, const char* what) {
-  if (!(r > 0.0 && r <= 1.0)) invalid(what);  // NaN fails too
+  if (!(r > 0.0 && r <= 1.0)) invalid_breaker_option(what);  // NaN fails too
 }
 
 }  // namespace
 
 breaker_options breaker_options::consecutive_failures(std::uint32_t n) const {
-  if (n == 0) invalid("consecutive_failures must be at least 1");
+  if (n == 0) invalid_breaker_option("consecutive_failures must be at least 1");
   return resilience::detail::with_option(*this, &breaker_options::consecutive_failures_, n);
 }
 
@@ -38,7 +38,7 @@ breaker_options breaker_options::no_failure_ratio() const {
 }
 
 breaker_options breaker_options::slow_calls(duration threshold, double ratio) const {
-  if (threshold <= duration::zero()) invalid("slow_calls threshold must be positive");
+  if (threshold <= duration::zero()) invalid_breaker_option("slow_calls threshold must be positive");
   check_ratio(ratio, "slow_calls ratio must be in (0, 1]");
   auto o = *this;
   o.slow_threshold_ = threshold;
@@ -47,7 +47,7 @@ breaker_options breaker_options::slow_calls(duration threshold, double ratio) co
 }
 
 breaker_options breaker_options::count_window(std::uint32_t calls) const {
-  if (calls == 0 || calls > max_count_window) invalid("count_window must be 1 to 1048576 calls");
+  if (calls == 0 || calls > max_count_window) invalid_breaker_option("count_window must be 1 to 1048576 calls");
   auto o = *this;
   o.window_ = window_kind::count;
   o.count_window_ = calls;
@@ -56,15 +56,15 @@ breaker_options breaker_options::count_window(std::uint32_t calls) const {
 }
 
 breaker_options breaker_options::time_window(duration span) const {
-  if (span <= duration::zero()) invalid("time_window span must be positive");
+  if (span <= duration::zero()) invalid_breaker_option("time_window span must be positive");
   // The default bucket count yields to a span too short to be cut in 10.
   return time_window(span, static_cast<std::uint32_t>(std::min<duration::rep>(span.count(), default_buckets)));
 }
 
 breaker_options breaker_options::time_window(duration span, std::uint32_t buckets) const {
-  if (span <= duration::zero()) invalid("time_window span must be positive");
-  if (buckets == 0 || buckets > max_buckets) invalid("time_window buckets must be 1 to 1024");
-  if (span / buckets <= duration::zero()) invalid("time_window span must be at least one tick per bucket");
+  if (span <= duration::zero()) invalid_breaker_option("time_window span must be positive");
+  if (buckets == 0 || buckets > max_buckets) invalid_breaker_option("time_window buckets must be 1 to 1024");
+  if (span / buckets <= duration::zero()) invalid_breaker_option("time_window span must be at least one tick per bucket");
   auto o = *this;
   o.window_ = window_kind::time;
   o.time_window_ = span;
@@ -73,7 +73,7 @@ breaker_options breaker_options::time_window(duration span, std::uint32_t bucket
 }
 
 breaker_options breaker_options::minimum_calls(std::uint32_t n) const {
-  if (n == 0) invalid("minimum_calls must be at least 1");
+  if (n == 0) invalid_breaker_option("minimum_calls must be at least 1");
   auto o = *this;
   o.minimum_calls_ = n;
   o.minimum_calls_set_ = true;
@@ -81,7 +81,7 @@ breaker_options breaker_options::minimum_calls(std::uint32_t n) const {
 }
 
 breaker_options breaker_options::open_duration(duration d) const {
-  if (d < duration::zero()) invalid("open_duration must not be negative");
+  if (d < duration::zero()) invalid_breaker_option("open_duration must not be negative");
   auto o = *this;
   o.open_duration_ = d;
   o.open_generator_ = nullptr;
@@ -89,17 +89,17 @@ breaker_options breaker_options::open_duration(duration d) const {
 }
 
 breaker_options breaker_options::open_duration(duration_generator g) const {
-  if (!g) invalid("open_duration generator must not be empty");
+  if (!g) invalid_breaker_option("open_duration generator must not be empty");
   return resilience::detail::with_option(*this, &breaker_options::open_generator_, std::move(g));
 }
 
 breaker_options breaker_options::half_open_permits(std::uint32_t n) const {
-  if (n == 0 || n > max_permits) invalid("half_open_permits must be 1 to 65535");
+  if (n == 0 || n > max_permits) invalid_breaker_option("half_open_permits must be 1 to 65535");
   return resilience::detail::with_option(*this, &breaker_options::half_open_permits_, n);
 }
 
 breaker_options breaker_options::successes_to_close(std::uint32_t m) const {
-  if (m == 0 || m > max_permits) invalid("successes_to_close must be 1 to 65535");
+  if (m == 0 || m > max_permits) invalid_breaker_option("successes_to_close must be 1 to 65535");
   return resilience::detail::with_option(*this, &breaker_options::successes_to_close_, m);
 }
 
@@ -112,7 +112,7 @@ breaker_options breaker_options::judge_every_call(bool on) const {
 }
 
 breaker_options breaker_options::half_open_judged_by_ratio(std::uint32_t probes) const {
-  if (probes > max_permits) invalid("half_open_judged_by_ratio must be 0 (off) to 65535 probes");
+  if (probes > max_permits) invalid_breaker_option("half_open_judged_by_ratio must be 0 (off) to 65535 probes");
   auto o = *this;
   // The probes at a time follow the count; back to ours (0), they return to
   // one, unless set to something else since.
@@ -123,7 +123,7 @@ breaker_options breaker_options::half_open_judged_by_ratio(std::uint32_t probes)
 }
 
 breaker_options breaker_options::half_open_limit(duration d) const {
-  if (d <= duration::zero()) invalid("half_open_limit must be positive");
+  if (d <= duration::zero()) invalid_breaker_option("half_open_limit must be positive");
   return resilience::detail::with_option(*this, &breaker_options::half_open_limit_, d);
 }
 

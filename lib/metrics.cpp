@@ -334,7 +334,7 @@ std::vector<std::pair<std::string, std::string>> label_pairs(std::initializer_li
 template <class Map>
 metric_family histogram_family(const Map& map, std::string name, std::string help,
                                std::initializer_list<const char*> label_names, std::size_t bound_count) {
-  metric_family f{std::move(name), "s", std::move(help), metric_kind::histogram, {}};
+  metric_family f{std::move(name), "s", std::move(help), metric_kind::histogram, {}, {}};
   for (const auto& [key, h] : map) {
     metric_sample s;
     std::uint64_t running = 0;
@@ -366,12 +366,12 @@ metrics_snapshot metrics::snapshot() const {
                                            "Duration of each attempt inside a resilience pipeline.",
                                            {"pipeline.name", "attempt.number", "outcome"}, bounds.size()));
   metric_family events{"resilience.strategy.events", "", "Events reported by resilience strategies.",
-                       metric_kind::counter, {}};
+                       metric_kind::counter, {}, {}};
   for (const auto& [key, c] : registry_->events) {
     const std::uint64_t v = c->value.load(std::memory_order_relaxed);
     if (v == 0) continue;
     events.samples.push_back(
-        metric_sample{label_pairs({"pipeline.name", "strategy.name", "event.name", "outcome"}, key), v, {}, {}});
+        metric_sample{label_pairs({"pipeline.name", "strategy.name", "event.name", "outcome"}, key), v, {}, {}, {}});
   }
   snap.families.push_back(std::move(events));
   std::erase_if(snap.families, [](const metric_family& f) { return f.samples.empty(); });

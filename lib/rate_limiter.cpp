@@ -8,8 +8,6 @@
 namespace resilience {
 namespace {
 
-[[noreturn]] void invalid(const char* what) { throw std::invalid_argument(what); }
-
 using ticks = std::int64_t;
 // Wide enough that no sum of two clock readings and a product of counts overflows.
 __extension__ typedef __int128 wide;
@@ -30,16 +28,16 @@ time_point at_ticks(wide t) noexcept {
 rate_limiter_options rate_limiter_options::token_bucket(std::uint32_t tokens, duration per,
                                                         std::uint32_t burst) const {
   if (tokens < 1 || tokens > max_limit)
-    invalid("rate_limiter_options::token_bucket: tokens must be in [1, 2^31 - 1]");
-  if (per <= duration::zero()) invalid("rate_limiter_options::token_bucket: per must be positive");
+    detail::invalid_option("rate_limiter_options::token_bucket: tokens must be in [1, 2^31 - 1]");
+  if (per <= duration::zero()) detail::invalid_option("rate_limiter_options::token_bucket: per must be positive");
   if (per.count() < static_cast<ticks>(tokens))
-    invalid("rate_limiter_options::token_bucket: tokens per `per` must be at most one per clock tick");
+    detail::invalid_option("rate_limiter_options::token_bucket: tokens per `per` must be at most one per clock tick");
   if (burst < 1 || burst > max_limit)
-    invalid("rate_limiter_options::token_bucket: burst must be in [1, 2^31 - 1]");
+    detail::invalid_option("rate_limiter_options::token_bucket: burst must be in [1, 2^31 - 1]");
   // The bucket's depth in time, (burst - 1) token intervals, must fit the clock.
   const ticks interval = ceil_div(per.count(), tokens);
   if (static_cast<ticks>(burst - 1) > std::numeric_limits<ticks>::max() / 4 / interval)
-    invalid("rate_limiter_options::token_bucket: burst times per / tokens must fit the clock's range");
+    detail::invalid_option("rate_limiter_options::token_bucket: burst times per / tokens must fit the clock's range");
   auto o = *this;
   o.kind_ = algorithm::token_bucket;
   o.tokens_ = tokens;
@@ -50,14 +48,14 @@ rate_limiter_options rate_limiter_options::token_bucket(std::uint32_t tokens, du
 
 rate_limiter_options rate_limiter_options::sliding_window(std::uint32_t limit, duration window,
                                                           std::uint32_t segments) const {
-  if (limit < 1 || limit > max_limit) invalid("rate_limiter_options::sliding_window: limit must be in [1, 2^31 - 1]");
-  if (window <= duration::zero()) invalid("rate_limiter_options::sliding_window: window must be positive");
+  if (limit < 1 || limit > max_limit) detail::invalid_option("rate_limiter_options::sliding_window: limit must be in [1, 2^31 - 1]");
+  if (window <= duration::zero()) detail::invalid_option("rate_limiter_options::sliding_window: window must be positive");
   if (segments < 1 || segments > max_segments)
-    invalid("rate_limiter_options::sliding_window: segments must be in [1, 1000]");
+    detail::invalid_option("rate_limiter_options::sliding_window: segments must be in [1, 1000]");
   if (window.count() < static_cast<ticks>(segments))
-    invalid("rate_limiter_options::sliding_window: segments must be at least one clock tick long (window / segments)");
+    detail::invalid_option("rate_limiter_options::sliding_window: segments must be at least one clock tick long (window / segments)");
   if (window > std::chrono::hours(24 * 365))
-    invalid("rate_limiter_options::sliding_window: window must be at most a year");
+    detail::invalid_option("rate_limiter_options::sliding_window: window must be at most a year");
   auto o = *this;
   o.kind_ = algorithm::sliding_window;
   o.limit_ = limit;
@@ -67,12 +65,12 @@ rate_limiter_options rate_limiter_options::sliding_window(std::uint32_t limit, d
 }
 
 rate_limiter_options rate_limiter_options::max_wait(duration d) const {
-  if (d < duration::zero()) invalid("rate_limiter_options::max_wait: must not be negative");
+  if (d < duration::zero()) detail::invalid_option("rate_limiter_options::max_wait: must not be negative");
   return resilience::detail::with_option(*this, &rate_limiter_options::max_wait_, d);
 }
 
 rate_limiter_options rate_limiter_options::max_queue(std::uint32_t n) const {
-  if (n > max_limit) invalid("rate_limiter_options::max_queue: must be at most 2^31 - 1");
+  if (n > max_limit) detail::invalid_option("rate_limiter_options::max_queue: must be at most 2^31 - 1");
   return resilience::detail::with_option(*this, &rate_limiter_options::max_queue_, n);
 }
 

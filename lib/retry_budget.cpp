@@ -6,33 +6,28 @@
 #include <string>
 
 namespace resilience {
-namespace {
-
-[[noreturn]] void invalid(const char* what) { throw std::invalid_argument(what); }
-
-}  // namespace
 
 retry_throttle::retry_throttle(std::uint32_t max_tokens, double token_ratio)
     : max_milli_(static_cast<std::int64_t>(max_tokens) * 1000), ratio_milli_(0), milli_tokens_(max_milli_) {
-  if (max_tokens < 1 || max_tokens > 1000) invalid("retry_throttle: max_tokens must be in [1, 1000]");
+  if (max_tokens < 1 || max_tokens > 1000) detail::invalid_option("retry_throttle: max_tokens must be in [1, 1000]");
   if (!(token_ratio > 0) || !std::isfinite(token_ratio) || token_ratio > static_cast<double>(max_tokens))
-    invalid("retry_throttle: token_ratio must be positive and at most max_tokens");
+    detail::invalid_option("retry_throttle: token_ratio must be positive and at most max_tokens");
   const double milli = token_ratio * 1000;
   if (std::abs(milli - std::round(milli)) > 1e-6)
-    invalid("retry_throttle: token_ratio has at most three decimals (as in gRPC's service config)");
+    detail::invalid_option("retry_throttle: token_ratio has at most three decimals (as in gRPC's service config)");
   ratio_milli_ = static_cast<std::int64_t>(std::round(milli));
 }
 
 retry_ratio_budget_options retry_ratio_budget_options::ratio(double r) const {
-  if (!(r > 0) || !(r <= 10)) invalid("retry_ratio_budget_options: ratio must be in (0, 10]");
+  if (!(r > 0) || !(r <= 10)) detail::invalid_option("retry_ratio_budget_options: ratio must be in (0, 10]");
   return resilience::detail::with_option(*this, &retry_ratio_budget_options::ratio_, r);
 }
 
 retry_ratio_budget_options retry_ratio_budget_options::window(duration d) const {
-  if (d < std::chrono::milliseconds(1)) invalid("retry_ratio_budget_options: window must be at least 1 ms");
+  if (d < std::chrono::milliseconds(1)) detail::invalid_option("retry_ratio_budget_options: window must be at least 1 ms");
   // Past a day a window is a configuration mistake, and it keeps the
   // bucket arithmetic far from overflow.
-  if (d > std::chrono::hours(24)) invalid("retry_ratio_budget_options: window must be at most 24 h");
+  if (d > std::chrono::hours(24)) detail::invalid_option("retry_ratio_budget_options: window must be at most 24 h");
   return resilience::detail::with_option(*this, &retry_ratio_budget_options::window_, d);
 }
 

@@ -482,6 +482,49 @@ BOOST_AUTO_TEST_CASE(the_callers_context_bounds_the_call_and_receives_its_marks)
   BOOST_TEST(srv.requests == 1, "no retry past the deadline");
 }
 
+// The caller knows what the client cannot: this POST carries its own
+// deduplication, so the caller marks it idempotent in its properties.
+BOOST_AUTO_TEST_CASE(a_post_its_caller_marked_idempotent_is_retried_once_sent) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int) { return step{step::reset}; };  // reads the request, then resets
+  client_t c(quick(), clock);
+  resilience::properties props;
+  props.set(rhttp::idempotent, true);
+  completion<result_t> done;
+  spawn(io, c.request(srv.at(), post("{}"), resilience::context{}.with(props)), done);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST(error_of(done).failed());
+  BOOST_TEST(srv.requests == 1 + 3, "the first attempt and 3 retries");
+
+  // request_options::idempotent(false), given for this call, wins.
+  completion<result_t> told;
+  spawn(io, c.request(srv.at(), post("{}"), resilience::context{}.with(props), rhttp::request_options{}.idempotent(false)),
+        told);
+  BOOST_REQUIRE(run_until(io, [&] { return told.done(); }));
+  BOOST_TEST(srv.requests == 4 + 1);
+}
+
+// Cancelled by the caller well before its deadline: a stop, not a deadline.
+BOOST_AUTO_TEST_CASE(a_callers_own_cancellation_under_its_context_stays_aborted) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int) { return step{step::hang}; };
+  client_t c(quick(), clock);
+  resilience::context parent;
+  parent.deadline = clock.now() + 10s;
+  completion<result_t> done;
+  asio::cancellation_signal cancel;
+  spawn(io, call_within(c, srv.at(), get(), parent), done, &cancel);
+  BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 1; }));
+  cancel.emit(asio::cancellation_type::terminal);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST((error_of(done) == asio::error::operation_aborted));
+  BOOST_TEST(srv.requests == 1);
+}
+
 // A gateway: a guarded handler passes its inbound deadline to an upstream
 // call. When the deadline passes, the handler's bound cancels the call; the
 // call reports the deadline (not a bare operation_aborted that reads as an

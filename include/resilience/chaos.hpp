@@ -245,14 +245,10 @@ boost::asio::awaitable<T, Executor> chaos_call(Op op, Held held, context ctx) {
   } else if constexpr (fault_type::kind == chaos_fault::latency) {
     // In a frame of its own: calls that get no fault do not carry the timer.
     co_return co_await wait_then_call<T, Executor>(op, &fault.clock, fault.latency, ctx);
-  } else if constexpr (requires { fault.value; }) {
-    static_assert(!std::is_void_v<T>, "chaos_outcome(v) stands in for an op with a value; use chaos_outcome() for void");
-    static_assert(std::is_constructible_v<T, const decltype(fault.value)&>,
-                  "the injected outcome must convert to the op's value type");
-    co_return T(fault.value);
+  } else if constexpr (std::is_void_v<T>) {
+    stand_in<void>(fault);
   } else {
-    static_assert(std::is_void_v<T>, "chaos_outcome() without a value stands in for a void op only");
-    co_return;
+    co_return stand_in<T>(fault);
   }
 }
 

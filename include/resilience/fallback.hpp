@@ -170,14 +170,10 @@ boost::asio::awaitable<T, Executor> fallback_call(Op op, Held held, context ctx)
       static_assert(std::is_convertible_v<U, T>, "the fallback op's value must convert to the op's value type");
       co_return T(co_await invoke_fallback(action.op, *first, ctx));
     }
-  } else if constexpr (requires { action.value; }) {
-    static_assert(!std::is_void_v<T>, "fallback_value(v) stands in for an op with a value; use fallback_value() for void");
-    static_assert(std::is_constructible_v<T, const decltype(action.value)&>,
-                  "the fallback value must convert to the op's value type");
-    co_return T(action.value);
+  } else if constexpr (std::is_void_v<T>) {
+    stand_in<void>(action);
   } else {
-    static_assert(std::is_void_v<T>, "fallback_value() without a value stands in for a void op only");
-    co_return;
+    co_return stand_in<T>(action);
   }
 }
 

@@ -142,6 +142,22 @@ const P& deref(const P& p) noexcept {
   return p;
 }
 
+// The result a constant stands in for (chaos_outcome(v), fallback_value(v)
+// and their forms without a value): `h.value` as a T, or nothing for a void op.
+template <class T, class Holder>
+T stand_in(const Holder& h) {
+  if constexpr (requires { h.value; }) {
+    static_assert(!std::is_void_v<T>,
+                  "a value (chaos_outcome(v), fallback_value(v)) stands in for an op with a value; "
+                  "chaos_outcome() and fallback_value() stand in for a void op");
+    static_assert(std::is_constructible_v<T, const decltype(h.value)&>,
+                  "the value that stands in must convert to the op's value type");
+    return T(h.value);
+  } else {
+    static_assert(std::is_void_v<T>, "chaos_outcome() and fallback_value() without a value stand in for a void op only");
+  }
+}
+
 }  // namespace detail
 
 // Calls op with the context, or with nothing if it takes nothing: what a

@@ -1,12 +1,16 @@
 // Deadline headers: see resilience/http/deadline_headers.hpp.
 #include <resilience/http/deadline_headers.hpp>
 
+#include "ascii.hpp"
+
 #include <array>
 #include <cstdint>
 #include <limits>
 
 namespace resilience::http {
 namespace {
+
+using detail::is_digit;
 
 using rep = duration::rep;
 static_assert(std::is_same_v<duration::period, std::nano>, "resilience::duration counts nanoseconds");
@@ -23,8 +27,6 @@ constexpr std::array<unit, 6> units{{{'n', 1},
                                      {'M', 60'000'000'000},
                                      {'H', 3'600'000'000'000}}};
 constexpr rep max_grpc_count = 99'999'999;
-
-bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
 
 // n units as a duration, saturating.
 duration scaled(std::uint64_t n, rep nanos) noexcept {

@@ -1,6 +1,8 @@
 // Retry-After and HTTP-date parsing: see resilience/http/retry_after.hpp.
 #include <resilience/http/retry_after.hpp>
 
+#include "ascii.hpp"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -8,6 +10,8 @@
 
 namespace resilience::http {
 namespace {
+
+using detail::is_digit;
 
 using namespace std::chrono;
 
@@ -17,8 +21,6 @@ constexpr std::array<std::string_view, 7> long_days{"Sunday",   "Monday", "Tuesd
                                                     "Thursday", "Friday", "Saturday"};
 constexpr std::array<std::string_view, 12> months{"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                                   "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
-
-bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
 
 class cursor {
  public:

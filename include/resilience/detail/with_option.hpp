@@ -2,6 +2,7 @@
 // checks its argument first, naming the option in its std::invalid_argument.
 #pragma once
 
+#include <stdexcept>
 #include <utility>
 
 namespace resilience::detail {
@@ -20,5 +21,8 @@ Options with_option(const Options& options, Member Options::*member, Field Membe
   copy.*member.*field = std::forward<Value>(value);
   return copy;
 }
+
+// A setter's refusal of its argument; `what` names the option and the rule.
+[[noreturn]] inline void invalid_option(const char* what) { throw std::invalid_argument(what); }
 
 }  // namespace resilience::detail

@@ -310,13 +310,18 @@ class request_options {
     return resilience::detail::with_option(*this, &request_options::idempotent_, yes);
   }
   // Inside a caller's call (a server handler's context, an outer stage's):
-  // its deadline bounds this call too, and when the call ends it sets
-  // request_may_have_been_sent in the caller's properties if the request may
-  // have reached the server (never clears it). They must outlive the call,
-  // as the caller's own do. client::request(to, req, ctx) does this.
+  // its deadline bounds this call too; its properties are read (an
+  // http::idempotent the caller set stands unless idempotent() was given
+  // here) and, when the call ends, request_may_have_been_sent is set in them
+  // if the request may have reached the server (never cleared). They must
+  // outlive the call, as the caller's own do. client::request(to, req, ctx)
+  // does this.
   request_options within(const context& parent) const noexcept {
     auto o = deadline(std::min(deadline_, parent.deadline));
     o.props_ = parent.props;
+    if (!o.idempotent_ && parent.props) {
+      if (const bool* yes = parent.props->find(http::idempotent)) o.idempotent_ = *yes;
+    }
     return o;
   }
   time_point deadline() const noexcept { return deadline_; }
