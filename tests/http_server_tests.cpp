@@ -234,7 +234,8 @@ struct client {
   bool closed() const { return reads > 0 && read_error && read_error != asio::error::operation_aborted; }
 };
 
-std::string get(const std::string& target, const std::string& extra = {}) {
+// The bytes of a GET, as a raw client writes them.
+std::string raw_get(const std::string& target, const std::string& extra = {}) {
   return "GET " + target + " HTTP/1.1\r\nHost: test\r\n" + extra + "\r\n";
 }
 
@@ -245,7 +246,7 @@ BOOST_FIXTURE_TEST_SUITE(http_server, server_fixture)
 BOOST_AUTO_TEST_CASE(answers_and_reuses_a_kept_alive_connection) {
   start(options());
   client c(*this);
-  c.send(get("/hello"));
+  c.send(raw_get("/hello"));
   c.read(*this);
   BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
   BOOST_REQUIRE_EQUAL(c.responses.size(), 1u);
@@ -254,7 +255,7 @@ BOOST_AUTO_TEST_CASE(answers_and_reuses_a_kept_alive_connection) {
   BOOST_TEST(c.responses[0].keep_alive());
   BOOST_TEST(server->connections() == 1u);
 
-  c.send(get("/hello"));  // the same connection
+  c.send(raw_get("/hello"));  // the same connection
   c.read(*this);
   BOOST_REQUIRE(drive([&] { return c.reads == 2; }));
   BOOST_REQUIRE_EQUAL(c.responses.size(), 2u);
@@ -264,7 +265,7 @@ BOOST_AUTO_TEST_CASE(answers_and_reuses_a_kept_alive_connection) {
   BOOST_TEST(finished == (std::vector<unsigned>{200, 200}), boost::test_tools::per_element());
 
   // Connection: close is honoured: the server closes after answering.
-  c.send(get("/hello", "Connection: close\r\n"));
+  c.send(raw_get("/hello", "Connection: close\r\n"));
   c.read(*this);
   BOOST_REQUIRE(drive([&] { return c.reads == 3; }));
   BOOST_TEST(!c.responses.back().keep_alive());
@@ -278,7 +279,7 @@ BOOST_AUTO_TEST_CASE(a_passed_deadline_answers_504_and_cancels_the_downstream_wa
   start(options());
   client c(*this);
   const time_point sent_at = clock.now();
-  c.send(get("/downstream", "grpc-timeout: 100m\r\n"));
+  c.send(raw_get("/downstream", "grpc-timeout: 100m\r\n"));
   c.read(*this);
   BOOST_REQUIRE(drive([&] { return calls == 1; }));
   BOOST_REQUIRE_EQUAL(handler_deadlines.size(), 1u);
@@ -301,7 +302,7 @@ BOOST_AUTO_TEST_CASE(a_passed_deadline_answers_504_and_cancels_the_downstream_wa
   BOOST_TEST(server->in_flight() == 0u);
 
   // The connection stays usable.
-  c.send(get("/hello"));
+  c.send(raw_get("/hello"));
   c.read(*this);
   BOOST_REQUIRE(drive([&] { return c.reads == 2; }));
   BOOST_TEST(c.responses.back().result_int() == 200u);
@@ -314,7 +315,7 @@ BOOST_AUTO_TEST_CASE(past_the_deadline_the_answer_is_504_whatever_the_handler_re
   start(options());
   client c(*this);
   const time_point sent_at = clock.now();
-  c.send(get("/mapped", "grpc-timeout: 100m\r\n"));
+  c.send(raw_get("/mapped", "grpc-timeout: 100m\r\n"));
   c.read(*this);
   BOOST_REQUIRE(drive([&] { return calls == 1; }));
   BOOST_REQUIRE(armed(sent_at + 100ms));
@@ -336,14 +337,14 @@ BOOST_AUTO_TEST_CASE(several_deadline_fields_the_tightest_wins_and_a_malformed_o
   start(options());
   client c(*this);
   const time_point sent_at = clock.now();
-  c.send(get("/hello", "grpc-timeout: 5S\r\ngrpc-timeout: 100m\r\ngrpc-timeout: 2S\r\n"));
+  c.send(raw_get("/hello", "grpc-timeout: 5S\r\ngrpc-timeout: 100m\r\ngrpc-timeout: 2S\r\n"));
   c.read(*this);
   BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
   BOOST_REQUIRE_EQUAL(handler_deadlines.size(), 1u);
   BOOST_TEST((handler_deadlines[0] == sent_at + 100ms));
   BOOST_TEST(c.responses.at(0).result_int() == 200u);
 
-  c.send(get("/hello", "grpc-timeout: 100m\r\ngrpc-timeout: soon\r\n"));
+  c.send(raw_get("/hello", "grpc-timeout: 100m\r\ngrpc-timeout: soon\r\n"));
   c.read(*this);
   BOOST_REQUIRE(drive([&] { return c.reads == 2; }));
   BOOST_REQUIRE_EQUAL(c.responses.size(), 2u);
@@ -355,7 +356,7 @@ BOOST_AUTO_TEST_CASE(a_handler_done_before_its_deadline_answers_normally) {
   start(options().inbound_deadline(rhttp::deadline_header::milliseconds("x-timeout-ms")));
   client c(*this);
   const time_point sent_at = clock.now();
-  c.send(get("/gate", "x-timeout-ms: 5000\r\n"));
+  c.send(raw_get("/gate", "x-timeout-ms: 5000\r\n"));
   c.read(*this);
   BOOST_REQUIRE(drive([&] { return calls == 1; }));
   BOOST_TEST((handler_deadlines[0] == sent_at + 5s));
@@ -378,8 +379,8 @@ BOOST_AUTO_TEST_CASE(max_deadline_caps_the_clients_and_bounds_requests_without_o
   client a(*this);
   client b(*this);
   const time_point sent_at = clock.now();
-  a.send(get("/downstream", "grpc-timeout: 10S\r\n"));
-  b.send(get("/downstream"));
+  a.send(raw_get("/downstream", "grpc-timeout: 10S\r\n"));
+  b.send(raw_get("/downstream"));
   a.read(*this);
   b.read(*this);
   BOOST_REQUIRE(drive([&] { return calls == 2; }));
@@ -394,7 +395,7 @@ BOOST_AUTO_TEST_CASE(max_deadline_caps_the_clients_and_bounds_requests_without_o
 BOOST_AUTO_TEST_CASE(a_deadline_already_passed_answers_504_without_calling_the_handler) {
   start(options());
   client c(*this);
-  c.send(get("/hello", "grpc-timeout: 0n\r\n"));
+  c.send(raw_get("/hello", "grpc-timeout: 0n\r\n"));
   c.read(*this);
   BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
   BOOST_TEST(c.responses.at(0).result_int() == 504u);
@@ -406,7 +407,7 @@ BOOST_AUTO_TEST_CASE(a_malformed_deadline_header_answers_400_without_calling_the
   client c(*this);
   const char* const malformed[] = {"soon", "", "100", "-5m", "100 m", "123456789m", "1.5S"};
   for (const char* v : malformed) {
-    c.send(get("/hello", std::string("grpc-timeout: ") + v + "\r\n"));
+    c.send(raw_get("/hello", std::string("grpc-timeout: ") + v + "\r\n"));
     c.read(*this);
   }
   const auto n = static_cast<int>(std::size(malformed));
@@ -416,8 +417,8 @@ BOOST_AUTO_TEST_CASE(a_malformed_deadline_header_answers_400_without_calling_the
   BOOST_TEST(finished == std::vector<unsigned>(n, 400u), boost::test_tools::per_element());
   BOOST_TEST(c.responses.back().keep_alive(), "the connection stays usable");
   // Absent, and well formed: the handler runs.
-  c.send(get("/hello"));
-  c.send(get("/hello", "grpc-timeout: 99999999H\r\n"));
+  c.send(raw_get("/hello"));
+  c.send(raw_get("/hello", "grpc-timeout: 99999999H\r\n"));
   c.read(*this);
   c.read(*this);
   BOOST_REQUIRE(drive([&] { return c.reads == n + 2; }));
@@ -429,8 +430,8 @@ BOOST_AUTO_TEST_CASE(a_malformed_deadline_header_answers_400_without_calling_the
 BOOST_AUTO_TEST_CASE(a_malformed_milliseconds_header_answers_400_too) {
   start(options().inbound_deadline(rhttp::deadline_header::milliseconds("x-timeout-ms")));
   client c(*this);
-  c.send(get("/hello", "x-timeout-ms: 12ms\r\n"));
-  c.send(get("/hello", "x-timeout-ms: 250\r\n"));
+  c.send(raw_get("/hello", "x-timeout-ms: 12ms\r\n"));
+  c.send(raw_get("/hello", "x-timeout-ms: 250\r\n"));
   c.read(*this);
   c.read(*this);
   BOOST_REQUIRE(drive([&] { return c.reads == 2; }));
@@ -442,7 +443,7 @@ BOOST_AUTO_TEST_CASE(a_malformed_milliseconds_header_answers_400_too) {
 BOOST_AUTO_TEST_CASE(a_handler_exception_answers_500) {
   start(options());
   client c(*this);
-  c.send(get("/throw"));
+  c.send(raw_get("/throw"));
   c.read(*this);
   BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
   BOOST_TEST(c.responses.at(0).result_int() == 500u);
@@ -452,14 +453,14 @@ BOOST_AUTO_TEST_CASE(a_handler_exception_answers_500) {
 BOOST_AUTO_TEST_CASE(a_full_server_sheds_with_503_and_retry_after_at_once) {
   start(options().max_concurrent(2).retry_after(std::chrono::seconds(7)));
   client a(*this), b(*this), c(*this);
-  a.send(get("/gate"));
-  b.send(get("/gate"));
+  a.send(raw_get("/gate"));
+  b.send(raw_get("/gate"));
   a.read(*this);
   b.read(*this);
   BOOST_REQUIRE(drive([&] { return calls == 2; }));
   BOOST_TEST(server->in_flight() == 2u);
 
-  c.send(get("/gate"));
+  c.send(raw_get("/gate"));
   c.read(*this);
   BOOST_REQUIRE(drive([&] { return c.reads == 1; }));  // no time passes: answered at once
   BOOST_REQUIRE_EQUAL(c.responses.size(), 1u);
@@ -476,7 +477,7 @@ BOOST_AUTO_TEST_CASE(a_full_server_sheds_with_503_and_retry_after_at_once) {
   BOOST_TEST(server->in_flight() == 0u, "every slot given back");
 
   // The shed connection is still open, and now gets through.
-  c.send(get("/hello"));
+  c.send(raw_get("/hello"));
   c.read(*this);
   BOOST_REQUIRE(drive([&] { return c.reads == 2; }));
   BOOST_TEST(c.responses.at(1).result_int() == 200u);
@@ -561,7 +562,7 @@ BOOST_AUTO_TEST_CASE(a_client_that_does_not_read_its_response_is_dropped_after_t
   start(options().write_timeout(4s));
   client c(*this);
   c.socket.set_option(asio::socket_base::receive_buffer_size(4096));
-  c.send(get("/big"));  // and never read
+  c.send(raw_get("/big"));  // and never read
   BOOST_REQUIRE(drive([&] { return calls == 1; }));
   BOOST_REQUIRE(quiet());  // the write has begun, and stalled
   BOOST_REQUIRE(armed(clock.now() + 4s));
@@ -576,7 +577,7 @@ BOOST_AUTO_TEST_CASE(a_client_that_does_not_read_its_response_is_dropped_after_t
 BOOST_AUTO_TEST_CASE(an_idle_kept_alive_connection_is_closed_after_the_idle_timeout) {
   start(options().idle_timeout(30s).header_read_timeout(1s));
   client c(*this);
-  c.send(get("/hello"));
+  c.send(raw_get("/hello"));
   c.read(*this);
   BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
   BOOST_REQUIRE(quiet());  // idle from now
@@ -659,7 +660,7 @@ BOOST_AUTO_TEST_CASE(a_connection_making_progress_is_never_cut) {
 BOOST_AUTO_TEST_CASE(the_header_bound_of_a_kept_alive_request_counts_from_its_first_byte) {
   start(options().idle_timeout(30s).header_read_timeout(1s));
   client c(*this);
-  c.send(get("/hello"));
+  c.send(raw_get("/hello"));
   c.read(*this);
   BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
   BOOST_REQUIRE(quiet());
@@ -685,7 +686,7 @@ BOOST_AUTO_TEST_CASE(the_sweep_stops_with_the_last_connection_and_io_context_run
   start(options());
   for (int round = 0; round < 2; ++round) {  // and starts again with the next connection
     client c(*this);
-    c.send(get("/hello"));
+    c.send(raw_get("/hello"));
     c.read(*this);
     BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
     BOOST_TEST(clock.pending() == 1u, "the sweep is armed");
@@ -704,7 +705,7 @@ BOOST_AUTO_TEST_CASE(the_sweep_stops_with_the_last_connection_and_io_context_run
 BOOST_AUTO_TEST_CASE(an_oversized_header_answers_431_and_closes) {
   start(options().max_header_bytes(256));
   client c(*this);
-  c.send(get("/hello", "X-Big: " + std::string(1000, 'x') + "\r\n"));
+  c.send(raw_get("/hello", "X-Big: " + std::string(1000, 'x') + "\r\n"));
   c.read(*this);
   BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
   BOOST_REQUIRE_EQUAL(c.responses.size(), 1u);
@@ -754,10 +755,10 @@ BOOST_AUTO_TEST_CASE(a_malformed_request_answers_400) {
 BOOST_AUTO_TEST_CASE(drain_lets_requests_in_progress_finish_and_refuses_new_connections) {
   start(options().drain_grace(5s));
   client busy(*this), idle(*this);
-  idle.send(get("/hello"));
+  idle.send(raw_get("/hello"));
   idle.read(*this);
   BOOST_REQUIRE(drive([&] { return idle.reads == 1; }));
-  busy.send(get("/gate"));
+  busy.send(raw_get("/gate"));
   busy.read(*this);
   BOOST_REQUIRE(drive([&] { return calls == 2; }));
 
@@ -785,7 +786,7 @@ BOOST_AUTO_TEST_CASE(drain_lets_requests_in_progress_finish_and_refuses_new_conn
 BOOST_AUTO_TEST_CASE(drain_cancels_what_is_left_after_the_grace) {
   start(options().drain_grace(5s));
   client held(*this);
-  held.send(get("/downstream"));
+  held.send(raw_get("/downstream"));
   held.read(*this);
   BOOST_REQUIRE(drive([&] { return calls == 1; }));
   server->drain();
@@ -810,7 +811,7 @@ BOOST_AUTO_TEST_CASE(after_the_grace_a_drain_closes_connections_stalled_in_any_p
   client loris(*this), body(*this), held(*this);
   loris.send("GET /hello HTTP/1.1\r\nHo");
   body.send("POST /hello HTTP/1.1\r\nHost: test\r\nContent-Length: 10\r\n\r\nab");
-  held.send(get("/downstream"));
+  held.send(raw_get("/downstream"));
   loris.read(*this);
   body.read(*this);
   held.read(*this);
@@ -834,7 +835,7 @@ BOOST_AUTO_TEST_CASE(after_the_grace_a_drain_closes_connections_stalled_in_any_p
 BOOST_AUTO_TEST_CASE(cancelling_run_drains_and_a_second_cancellation_ends_the_grace) {
   start(options().drain_grace(1h));
   client held(*this);
-  held.send(get("/downstream"));
+  held.send(raw_get("/downstream"));
   held.read(*this);
   BOOST_REQUIRE(drive([&] { return calls == 1; }));
   run_cancel.emit(asio::cancellation_type::terminal);
@@ -874,8 +875,8 @@ BOOST_AUTO_TEST_CASE(drain_before_run_closes_the_acceptor_and_ends_run_at_once) 
 BOOST_AUTO_TEST_CASE(destroying_the_io_context_mid_call_frees_every_frame_and_slot) {
   start(options().max_concurrent(8));
   client gated(*this), waiting(*this), loris(*this);
-  gated.send(get("/gate"));
-  waiting.send(get("/downstream", "grpc-timeout: 1S\r\n"));
+  gated.send(raw_get("/gate"));
+  waiting.send(raw_get("/downstream", "grpc-timeout: 1S\r\n"));
   loris.send("GET /hel");
   BOOST_REQUIRE(drive([&] { return calls == 2; }));
   BOOST_TEST(live::ops == 2);
