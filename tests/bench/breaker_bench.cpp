@@ -1,11 +1,18 @@
 // The circuit breaker's closed-state admit + record, on one thread and with
 // two threads contending for one breaker, against a std::mutex breaker that
-// keeps the same books; an open breaker's rejection; and the stage's cost
-// around a bare co_await.
+// keeps the same books; an open breaker's rejection; the stage's cost around
+// a bare co_await; and a call the stage refuses, whose completion goes
+// through the executor (a loop of refusals must not starve it) against a
+// bare post.
 #include "bench_support.hpp"
 #include "mutex_breaker.hpp"
 
 #include <resilience/circuit_breaker.hpp>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/system/result.hpp>
 
 #include <array>
 #include <cstdint>
@@ -109,6 +116,20 @@ void breaker_stage_success(benchmark::State& s) {
   drive(s, [] { return shared_breaker()([] { return trivial_op(); }); });
 }
 
+boost::asio::awaitable<boost::system::result<int>> result_op() { co_return 1; }
+// Refused, and completed through the executor as Asio completes an
+// operation that finishes at once.
+void breaker_stage_refused(benchmark::State& s) {
+  drive(s, [] { return open_breaker()([] { return result_op(); }); });
+}
+// What that yield costs on its own: a co_await of one post.
+void breaker_bare_post(benchmark::State& s) {
+  drive(s, []() -> boost::asio::awaitable<int> {
+    co_await boost::asio::post(co_await boost::asio::this_coro::executor, boost::asio::use_awaitable);
+    co_return 1;
+  });
+}
+
 BENCHMARK(breaker_admit_record);
 BENCHMARK(mutex_admit_record);
 BENCHMARK(breaker_admit_record_mixed);
@@ -122,12 +143,15 @@ BENCHMARK(breaker_reject_open);
 BENCHMARK(breaker_reject_open_2threads)->Threads(2)->UseRealTime();
 BENCHMARK(breaker_bare_co_await);
 BENCHMARK(breaker_stage_success);
+BENCHMARK(breaker_stage_refused);
+BENCHMARK(breaker_bare_post);
 
 const resilience::bench::ratio r1{"breaker_admit_record", "mutex_admit_record"};
 const resilience::bench::ratio r2{"breaker_admit_record_mixed", "mutex_admit_record_mixed"};
 const resilience::bench::ratio r3{"breaker_admit_record_2threads", "mutex_admit_record_2threads"};
 const resilience::bench::ratio r4{"breaker_admit_record_mixed_2threads", "mutex_admit_record_mixed_2threads"};
 const resilience::bench::ratio r5{"breaker_stage_success", "breaker_bare_co_await"};
+const resilience::bench::ratio r6{"breaker_stage_refused", "breaker_bare_post"};
 
 }  // namespace
 
