@@ -1,0 +1,344 @@
+// The HTTP client's calls as their caller sees them: cancelled, inside the
+// caller's context (its deadline, its properties), refused by a host's
+// breaker, reported, and freed. Against small Beast servers on 127.0.0.1, on
+// a manual clock; no assertion depends on how long anything took. (The rest
+// of client.hpp's tests are in http_client_tests.cpp: in one file they took
+// 1.3 GB to compile at -O2.)
+#include "http_client_support.hpp"
+
+BOOST_AUTO_TEST_SUITE(http_client_calls)
+
+BOOST_AUTO_TEST_CASE(cancelled_while_reading_ends_aborted_and_closes_the_connection) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::hang} : step{}; };
+  client_t c(quick(), clock);
+  completion<result_t> done;
+  asio::cancellation_signal cancel;
+  spawn(io, call(c, srv.at(), get()), done, &cancel);
+  BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 1; }));
+  cancel.emit(asio::cancellation_type::terminal);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST((error_of(done) == asio::error::operation_aborted));
+  BOOST_TEST(c.pool().open_connections(srv.at()) == 0u);
+  BOOST_TEST(srv.requests == 1);  // not retried
+}
+
+BOOST_AUTO_TEST_CASE(cancelled_while_waiting_to_retry_ends_aborted) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int) { return step{step::respond, 503, {{"Retry-After", "10"}}}; };
+  int retries = 0;
+  client_t c(quick().on_retry([&](const rhttp::client_retry_event&) { ++retries; }), clock);
+  completion<result_t> done;
+  asio::cancellation_signal cancel;
+  spawn(io, call(c, srv.at(), get()), done, &cancel);
+  BOOST_REQUIRE(run_until(io, [&] { return retries == 1 && clock.pending() == 1; }));
+  cancel.emit(asio::cancellation_type::terminal);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST((error_of(done) == asio::error::operation_aborted));
+  BOOST_TEST(clock.pending() == 0u);
+  BOOST_TEST(c.pool().idle_connections(srv.at()) == 1u);  // the 503's exchange was complete: kept
+}
+
+// What the default breaker does, as a newcomer would meet it: an upstream
+// failing 30% of its attempts (every third request a 503, Retry-After-less)
+// and one failing all of them, 300 calls, 100 ms of virtual time apart.
+struct against_upstream {
+  int succeeded = 0, refused = 0, requests = 0;
+};
+against_upstream run_against(int fail_every_n_of_10, rhttp::client_options options) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [fail_every_n_of_10](int n) {
+    return (n * 7) % 10 < fail_every_n_of_10 ? step{step::respond, 503} : step{};  // spread over each ten
+  };
+  client_t c(options, clock);
+  against_upstream seen;
+  for (int i = 0; i < 300; ++i) {
+    completion<result_t> done;
+    spawn(io, call(c, srv.at(), get()), done);
+    BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+    BOOST_REQUIRE(done.value);
+    if (done.value->has_value() && (*done.value)->result_int() == 200u) ++seen.succeeded;
+    if (done.value->has_error() && done.value->error() == resilience::error::circuit_open) ++seen.refused;
+    clock.advance(100ms);
+  }
+  seen.requests = srv.requests;
+  return seen;
+}
+
+BOOST_AUTO_TEST_CASE(the_default_breaker_rides_out_a_partial_failure_and_opens_on_a_dead_upstream) {
+  // Backoff of 0, so that only the breaker decides; every other default kept.
+  const auto defaults = rhttp::client_options::standard().backoff(resilience::backoff::constant(0ms));
+  const against_upstream partial = run_against(3, defaults);
+  BOOST_TEST(partial.refused == 0, "30% of attempts failing does not open it");
+  BOOST_TEST(partial.succeeded >= 297, "the retries recover (almost) every call: " << partial.succeeded);
+
+  // Polly's defaults open on the same upstream, and every call in the break fails.
+  const against_upstream polly = run_against(
+      3, defaults.breaker(resilience::breaker_options{}.failure_ratio(0.1).minimum_calls(100).time_window(30s)
+                              .open_duration(5s)));
+  BOOST_TEST(polly.refused > 0);
+  BOOST_TEST(polly.succeeded < partial.succeeded);
+
+  // A dead upstream: the default opens after 20 failed attempts in its window,
+  // and from then on most calls are refused without a request.
+  const against_upstream dead = run_against(10, defaults);
+  BOOST_TEST(dead.succeeded == 0);
+  BOOST_TEST(dead.refused > 200, dead.refused);
+  BOOST_TEST(dead.requests < 200, dead.requests);
+}
+
+BOOST_AUTO_TEST_CASE(the_breaker_of_a_host_opens_and_rejects_without_connecting) {
+  asio::io_context io;
+  manual_clock clock;
+  server failing(io), healthy(io);
+  failing.script = [](int) { return step{step::respond, 500, {}, true}; };
+  client_t c(quick().max_retries(0).breaker(resilience::breaker_options{}.consecutive_failures(2).open_duration(30s)),
+             clock);
+  for (int i = 0; i < 2; ++i) {
+    completion<result_t> done;
+    spawn(io, call(c, failing.at(), get()), done);
+    BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+    BOOST_TEST(status_of(done) == 500u);
+  }
+  completion<result_t> rejected;
+  spawn(io, call(c, failing.at(), get()), rejected);
+  BOOST_REQUIRE(run_until(io, [&] { return rejected.done(); }));
+  BOOST_TEST((error_of(rejected) == resilience::error::circuit_open));
+  BOOST_TEST(failing.accepted == 2);  // rejected without connecting
+  BOOST_TEST(failing.requests == 2);
+
+  completion<result_t> other;  // another host has its own breaker
+  spawn(io, call(c, healthy.at(), get()), other);
+  BOOST_REQUIRE(run_until(io, [&] { return other.done(); }));
+  BOOST_TEST(status_of(other) == 200u);
+}
+
+asio::awaitable<result_t> call_within(client_t& c, rhttp::endpoint to, bhttp::request<bhttp::empty_body> req,
+                                      resilience::context parent) {
+  co_return co_await c.request(std::move(to), std::move(req), parent);
+}
+
+// The caller's context bounds the call with its deadline and lends it its
+// properties, with no copying by hand.
+BOOST_AUTO_TEST_CASE(the_callers_context_bounds_the_call_and_receives_its_marks) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int) { return step{step::hold}; };
+  client_t c(quick(), clock);
+  resilience::properties props;
+  resilience::context parent = resilience::context{}.with(props);
+  parent.deadline = clock.now() + 250ms;
+  completion<result_t> done;
+  spawn(io, call_within(c, srv.at(), get(), parent), done);
+  BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 1 && clock.pending() >= 1; }));
+  BOOST_TEST((clock.next_expiry() == parent.deadline), "the attempt is bound by the caller's deadline");
+  clock.advance(250ms);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST((error_of(done) == resilience::error::deadline_exceeded));
+  BOOST_TEST(props.value_or(rhttp::request_may_have_been_sent, false), "the caller sees the call's marks");
+  BOOST_TEST(srv.requests == 1, "no retry past the deadline");
+}
+
+// The caller knows what the client cannot: this POST carries its own
+// deduplication, so the caller marks it idempotent in its properties.
+BOOST_AUTO_TEST_CASE(a_post_its_caller_marked_idempotent_is_retried_once_sent) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int) { return step{step::reset}; };  // reads the request, then resets
+  client_t c(quick(), clock);
+  resilience::properties props;
+  props.set(rhttp::idempotent, true);
+  completion<result_t> done;
+  spawn(io, c.request(srv.at(), post("{}"), resilience::context{}.with(props)), done);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST(error_of(done).failed());
+  BOOST_TEST(srv.requests == 1 + 3, "the first attempt and 3 retries");
+
+  // request_options::idempotent(false), given for this call, wins.
+  completion<result_t> told;
+  spawn(io, c.request(srv.at(), post("{}"), resilience::context{}.with(props), rhttp::request_options{}.idempotent(false)),
+        told);
+  BOOST_REQUIRE(run_until(io, [&] { return told.done(); }));
+  BOOST_TEST(srv.requests == 4 + 1);
+}
+
+// Cancelled by the caller well before its deadline: a stop, not a deadline.
+BOOST_AUTO_TEST_CASE(a_callers_own_cancellation_under_its_context_stays_aborted) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int) { return step{step::hang}; };
+  client_t c(quick(), clock);
+  resilience::context parent;
+  parent.deadline = clock.now() + 10s;
+  completion<result_t> done;
+  asio::cancellation_signal cancel;
+  spawn(io, call_within(c, srv.at(), get(), parent), done, &cancel);
+  BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 1; }));
+  cancel.emit(asio::cancellation_type::terminal);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST((error_of(done) == asio::error::operation_aborted));
+  BOOST_TEST(srv.requests == 1);
+}
+
+// A gateway: a guarded handler passes its inbound deadline to an upstream
+// call. When the deadline passes, the handler's bound cancels the call; the
+// call reports the deadline (not a bare operation_aborted that reads as an
+// upstream failure), and the client of the gateway gets 504.
+BOOST_AUTO_TEST_CASE(an_upstream_call_cut_by_the_inbound_deadline_ends_deadline_exceeded) {
+  asio::io_context io;
+  manual_clock clock;
+  server upstream(io);
+  upstream.script = [](int) { return step{step::hold}; };
+  client_t c(quick(), clock);
+  std::vector<error_code> seen;
+  int deadlines = 0;
+  auto handler = [&](rhttp::server_request, const resilience::context& ctx)
+      -> asio::awaitable<bhttp::response<bhttp::string_body>> {
+    const auto r = co_await c.request(upstream.at(), get(), ctx);
+    seen.push_back(r.has_error() ? r.error() : error_code{});
+    bhttp::response<bhttp::string_body> res{r.has_error() ? bhttp::status::bad_gateway : bhttp::status::ok, 11};
+    co_return res;
+  };
+  rhttp::guarded_handler guarded{handler, rhttp::server_options{}.on_deadline_exceeded([&](auto) { ++deadlines; }),
+                                 clock};
+  rhttp::server_request inbound{bhttp::verb::get, "/quote", 11};
+  inbound.set("grpc-timeout", "100m");
+  completion<bhttp::response<bhttp::string_body>> done;
+  spawn(io, guarded(std::move(inbound)), done);
+  BOOST_REQUIRE(run_until(io, [&] { return upstream.requests == 1; }));
+  clock.advance(100ms);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_REQUIRE(done.value);
+  BOOST_TEST(done.value->result_int() == 504u);
+  BOOST_TEST(deadlines == 1);
+  BOOST_REQUIRE_EQUAL(seen.size(), 1u);
+  BOOST_TEST((seen[0] == resilience::error::deadline_exceeded), seen[0].message());
+}
+
+// Worker loops calling a host whose breaker is open are refused without
+// I/O; each refusal still gives the io_context a turn, so the timer that
+// ends the loops fires while they run (before, they spun until done).
+BOOST_AUTO_TEST_CASE(loops_refused_by_an_open_breaker_leave_room_for_a_timer) {
+  asio::io_context io;
+  manual_clock clock;
+  server failing(io);
+  failing.script = [](int) { return step{step::respond, 500, {}, true}; };
+  client_t c(quick().max_retries(0).breaker(resilience::breaker_options{}.consecutive_failures(1).open_duration(1h)),
+             clock);
+  completion<result_t> first;
+  spawn(io, call(c, failing.at(), get()), first);
+  BOOST_REQUIRE(run_until(io, [&] { return first.done(); }));
+  BOOST_REQUIRE(status_of(first) == 500u);
+
+  constexpr int loops = 4, most = 2000;
+  bool stop = false;
+  int calls = 0, at_timer = -1, not_refused = 0, ended = 0;
+  for (int i = 0; i < loops; ++i) {
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+          for (int n = 0; n < most && !stop; ++n) {
+            ++calls;
+            const auto r = co_await c.request(failing.at(), get());
+            if (!r.has_error() || r.error() != resilience::error::circuit_open) ++not_refused;
+          }
+          ++ended;
+        },
+        asio::detached);
+  }
+  asio::steady_timer timer(io, 0ms);
+  timer.async_wait([&](error_code) {
+    at_timer = calls;
+    stop = true;
+  });
+  BOOST_REQUIRE(run_until(io, [&] { return ended == loops; }));
+  BOOST_TEST(at_timer >= 0);
+  BOOST_TEST(at_timer < most);
+  BOOST_TEST(not_refused == 0);
+  BOOST_TEST(failing.requests == 1);
+}
+
+BOOST_AUTO_TEST_CASE(reports_each_calls_attempts_and_which_waits_were_the_servers) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) {
+    if (n == 1) return step{step::respond, 503, {{"Retry-After", "2"}}};
+    if (n == 2) return step{step::respond, 500};
+    if (n == 3) return step{};
+    return step{step::respond, 500, {}, true};
+  };
+  std::vector<bool> server_waits;
+  std::vector<rhttp::client_call_event> finished;
+  client_t c(quick()
+                 .breaker(resilience::breaker_options{}.consecutive_failures(4).open_duration(30s))
+                 .on_retry([&](const rhttp::client_retry_event& e) { server_waits.push_back(e.retry_after); })
+                 .on_call_finished([&](const rhttp::client_call_event& e) { finished.push_back(e); }),
+             clock);
+  completion<result_t> done;
+  spawn(io, call(c, srv.at(), get()), done);
+  BOOST_REQUIRE(run_until(io, [&] { return server_waits.size() == 1 && clock.pending() == 1; }));
+  BOOST_TEST(finished.empty());  // reported as the call returns, not before
+  clock.advance(2s);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST(status_of(done) == 200u);
+  BOOST_TEST((server_waits == std::vector<bool>{true, false}));  // Retry-After, then the backoff
+  BOOST_REQUIRE(finished.size() == 1u);
+  BOOST_TEST(finished[0].attempts == 3u);
+  BOOST_TEST(finished[0].status == 200u);
+  BOOST_TEST(!finished[0].error);
+
+  // Four 500s open the breaker: the next call makes no attempt at all.
+  completion<result_t> failed, refused;
+  spawn(io, call(c, srv.at(), get()), failed);
+  BOOST_REQUIRE(run_until(io, [&] { return failed.done(); }));
+  BOOST_TEST(status_of(failed) == 500u);
+  BOOST_REQUIRE(finished.size() == 2u);
+  BOOST_TEST(finished[1].attempts == 4u);
+  BOOST_TEST(finished[1].status == 500u);
+  spawn(io, call(c, srv.at(), get()), refused);
+  BOOST_REQUIRE(run_until(io, [&] { return refused.done(); }));
+  BOOST_TEST((error_of(refused) == resilience::error::circuit_open));
+  BOOST_REQUIRE(finished.size() == 3u);
+  BOOST_TEST(finished[2].attempts == 0u);
+  BOOST_TEST((finished[2].error == resilience::error::circuit_open));
+  BOOST_TEST(finished[2].status == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(frees_every_frame_when_the_io_context_is_destroyed_mid_call) {
+  manual_clock clock;
+  std::optional<asio::io_context> io(std::in_place);
+  std::optional<server> srv(std::in_place, *io);
+  srv->script = [](int n) { return n <= 2 ? step{step::hold} : step{}; };
+  client_t c(quick().pool(rhttp::connection_pool_options{}.max_connections_per_host(2)), clock);
+  completion<result_t> a, b, queued;
+  spawn(*io, call(c, srv->at(), get()), a);
+  spawn(*io, call(c, srv->at(), get()), b);
+  BOOST_REQUIRE(run_until(*io, [&] { return srv->requests == 2; }));
+  spawn(*io, call(c, srv->at(), get()), queued);  // waits for a connection
+  run_until(*io, [&] { return false; }, 20);
+  BOOST_TEST(live::ops == 3);
+  const auto at = srv->at();
+  srv.reset();
+  io.reset();
+  BOOST_TEST(live::ops == 0);
+  BOOST_TEST(!a.done());
+  BOOST_TEST(!queued.done());
+  BOOST_TEST(c.pool().open_connections(at) == 0u);  // every place given back
+  BOOST_TEST(clock.pending() == 0u);
+}
+
+// Interim responses (103 Early Hints, 100 Continue) precede the final one:
+// the caller gets the final response, and the next request on the kept
+// connection gets its own (the 200 used to be left for it).
+
+BOOST_AUTO_TEST_SUITE_END()
