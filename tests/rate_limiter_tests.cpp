@@ -13,6 +13,7 @@
 #include <resilience/retry.hpp>
 #include <resilience/testing/manual_clock.hpp>
 
+#include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>

@@ -10,6 +10,7 @@
 #include <resilience/rate_limiter.hpp>
 #include <resilience/testing/manual_clock.hpp>
 
+#include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
