@@ -60,4 +60,21 @@ BOOST_AUTO_TEST_CASE(a_server_request_is_recorded_and_only_5xx_is_an_error) {
              page);
 }
 
+BOOST_AUTO_TEST_CASE(slow_clients_are_counted_by_phase_from_zero) {
+  resilience::metrics registry;
+  const rhttp::server_meter meter{registry};
+  std::string page = resilience::prometheus_text(registry);
+  for (const char* phase : {"header", "body", "write"}) {
+    BOOST_TEST(contains(page, std::string("resilience_http_server_slow_clients_total{client_phase=\"") + phase + "\"} 0\n"),
+               page);
+  }
+  meter(rhttp::client_phase::body);
+  meter(rhttp::client_phase::body);
+  meter(rhttp::client_phase::write);
+  page = resilience::prometheus_text(registry);
+  BOOST_TEST(contains(page, "resilience_http_server_slow_clients_total{client_phase=\"body\"} 2\n"), page);
+  BOOST_TEST(contains(page, "resilience_http_server_slow_clients_total{client_phase=\"write\"} 1\n"), page);
+  BOOST_TEST(contains(page, "resilience_http_server_slow_clients_total{client_phase=\"header\"} 0\n"), page);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace resilience::http {
 
@@ -83,7 +84,9 @@ std::string otel_error_type(const error_code& ec) {
 }
 
 struct client_meter::state : series_cache {};
-struct server_meter::state : series_cache {};
+struct server_meter::state : series_cache {
+  std::vector<metric_counter_ref> slow_clients;  // by client_phase
+};
 
 client_meter::client_meter(metrics& registry) : state_(std::make_shared<state>()) {
   state_->registry = &registry;
@@ -117,6 +120,17 @@ server_meter::server_meter(metrics& registry) : state_(std::make_shared<state>()
   state_->registry = &registry;
   state_->name = "http.server.request.duration";
   state_->help = "Duration of HTTP server requests.";
+  for (const char* phase : {"header", "body", "write"}) {
+    state_->slow_clients.push_back(registry.counter(
+        "resilience.http.server.slow_clients", {{"client.phase", phase}},
+        "Connections closed because the client stalled: mid-request (header, body) or not reading the answer (write)."));
+  }
+}
+
+void server_meter::operator()(client_phase stalled_in) const {
+  static_assert(static_cast<int>(client_phase::header) == 0 && static_cast<int>(client_phase::body) == 1 &&
+                static_cast<int>(client_phase::write) == 2);
+  state_->slow_clients.at(static_cast<std::size_t>(stalled_in)).add();
 }
 
 void server_meter::operator()(const request_finished& e) const {

@@ -3,7 +3,8 @@
 //
 //   resilience::metrics telemetry;
 //   rhttp::client upstream{rhttp::client_options{}.on_call_finished(rhttp::client_meter{telemetry})};
-//   rhttp::server api{handler, rhttp::server_options{}.on_request_finished(rhttp::server_meter{telemetry})};
+//   const rhttp::server_meter served{telemetry};
+//   rhttp::server api{handler, rhttp::server_options{}.on_request_finished(served).on_slow_client(served)};
 //
 // What is recorded (OpenTelemetry's HTTP semantic conventions; seconds, with
 // their default buckets, http_duration_buckets(): 5 ms to 10 s):
@@ -14,6 +15,11 @@
 //   http.server.request.duration   one per request the server answered or refused
 //       http.request.method, url.scheme, http.response.status_code (empty when
 //       none was sent: the caller was cancelled), error.type
+//   resilience.http.server.slow_clients   a counter (the library's own, not
+//       OpenTelemetry's) of connections closed because the client stalled,
+//       by client.phase: header or body (mid-request), write (not reading
+//       the answer); a server_meter given to on_slow_client() too. Its three
+//       series are written from the start, at 0.
 //
 // http.request.method is the method for the nine of RFC 9110 and PATCH,
 // "_OTHER" for any other (and for a request refused before its method was
@@ -55,6 +61,7 @@ class server_meter {
   explicit server_meter(metrics& registry);
   explicit server_meter(metrics&& registry) = delete;
   void operator()(const request_finished& e) const;
+  void operator()(client_phase stalled_in) const;
 
  private:
   struct state;
