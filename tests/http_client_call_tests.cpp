@@ -6,6 +6,8 @@
 // 1.3 GB to compile at -O2.)
 #include "http_client_support.hpp"
 
+#include <set>
+
 BOOST_AUTO_TEST_SUITE(http_client_calls)
 
 BOOST_AUTO_TEST_CASE(cancelled_while_reading_ends_aborted_and_closes_the_connection) {
@@ -312,6 +314,149 @@ BOOST_AUTO_TEST_CASE(reports_each_calls_attempts_and_which_waits_were_the_server
   BOOST_TEST(finished[2].attempts == 0u);
   BOOST_TEST((finished[2].error == resilience::error::circuit_open));
   BOOST_TEST(finished[2].status == 0u);
+}
+
+// RFC 9110 §10.2.3: a Retry-After says how long to wait before a follow-up
+// request, not only a retry. A call that got one ends (no retries here); the
+// next call to that host waits out the rest, another host's does not.
+BOOST_AUTO_TEST_CASE(a_retry_after_holds_the_hosts_next_calls_until_then) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io), other(io);
+  srv.script = [](int n) { return n == 1 ? step{step::respond, 429, {{"Retry-After", "5"}}} : step{}; };
+  std::vector<rhttp::client_call_event> finished;
+  client_t c(quick().max_retries(0).on_call_finished([&](const rhttp::client_call_event& e) { finished.push_back(e); }),
+             clock);
+  completion<result_t> first, held, elsewhere;
+  spawn(io, call(c, srv.at(), get()), first);
+  BOOST_REQUIRE(run_until(io, [&] { return first.done(); }));
+  BOOST_TEST(status_of(first) == 429u);
+
+  clock.advance(1s);
+  spawn(io, call(c, srv.at(), get()), held);
+  spawn(io, call(c, other.at(), get()), elsewhere);
+  BOOST_REQUIRE(run_until(io, [&] { return elsewhere.done() && clock.pending() == 1; }));
+  BOOST_TEST(status_of(elsewhere) == 200u);
+  BOOST_TEST((clock.next_expiry() == clock.now() + 4s), "the rest of the 5 s, no more (the backoff is 0 here)");
+  clock.advance(4s - 1ms);
+  run_until(io, [] { return false; }, 20);
+  BOOST_TEST(srv.requests == 1, "nothing sent before the Retry-After");
+  clock.advance(1ms);
+  BOOST_REQUIRE(run_until(io, [&] { return held.done(); }));
+  BOOST_TEST(status_of(held) == 200u);
+  BOOST_TEST(srv.requests == 2);
+  BOOST_REQUIRE(finished.size() == 3u);
+  BOOST_TEST((finished[2].held == 4s));
+  BOOST_TEST((finished[2].elapsed == 4s));
+  BOOST_TEST((finished[1].held == resilience::duration::zero()));
+}
+
+// A hold the call cannot wait out (longer than max_retry_after, or past its
+// deadline) ends it at once, unsent; max_host_hold bounds how long a hold
+// lasts.
+BOOST_AUTO_TEST_CASE(a_hold_past_max_retry_after_or_the_deadline_ends_the_call_rate_limited_unsent) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) {
+    if (n == 1) return step{step::respond, 503, {{"Retry-After", "3600"}}};
+    if (n == 2) return step{step::respond, 429, {{"Retry-After", "5"}}};
+    return step{};
+  };
+  std::vector<rhttp::client_call_event> finished;
+  int retries = 0;
+  client_t c(quick()
+                 .max_retry_after(30s)
+                 .max_host_hold(60s)
+                 .on_retry([&](const rhttp::client_retry_event&) { ++retries; })
+                 .on_call_finished([&](const rhttp::client_call_event& e) { finished.push_back(e); }),
+             clock);
+  completion<result_t> first, refused;
+  spawn(io, call(c, srv.at(), get()), first);
+  BOOST_REQUIRE(run_until(io, [&] { return first.done(); }));
+  BOOST_TEST(status_of(first) == 503u, "an hour's Retry-After ends the call with its response");
+  spawn(io, call(c, srv.at(), get()), refused);
+  BOOST_REQUIRE(run_until(io, [&] { return refused.done(); }));
+  BOOST_TEST((error_of(refused) == resilience::error::rate_limited), "held 60 s, past max_retry_after");
+  BOOST_TEST(srv.requests == 1);
+  BOOST_TEST(finished.back().attempts == 0u);
+  BOOST_TEST(clock.pending() == 0u);
+
+  clock.advance(60s);  // max_host_hold: then one call goes, and learns the next hold
+  completion<result_t> asks_again, too_short;
+  spawn(io, call(c, srv.at(), get()), asks_again);
+  BOOST_REQUIRE(run_until(io, [&] { return retries == 1 && clock.pending() == 1; }));
+  BOOST_TEST(srv.requests == 2, "its own retry waits the 5 s");
+  spawn(io, call(c, srv.at(), get(), rhttp::request_options{}.deadline(clock.now() + 2s)), too_short);
+  BOOST_REQUIRE(run_until(io, [&] { return too_short.done(); }));
+  BOOST_TEST((error_of(too_short) == resilience::error::rate_limited), "5 s of hold, 2 s of deadline");
+  clock.advance(5s);
+  BOOST_REQUIRE(run_until(io, [&] { return asks_again.done(); }));
+  BOOST_TEST(status_of(asks_again) == 200u);
+  BOOST_TEST(srv.requests == 3);
+}
+
+// Twenty callers held by one Retry-After do not come back together: each
+// waits the hold and the backoff's jitter on top (the default backoff: full
+// jitter up to 2 s), never less than the hold.
+BOOST_AUTO_TEST_CASE(held_callers_come_back_spread_above_the_hold) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::respond, 429, {{"Retry-After", "5"}}} : step{}; };
+  std::vector<resilience::duration> held_for;
+  client_t c(rhttp::client_options::standard().max_retries(0).on_call_finished(
+                 [&](const rhttp::client_call_event& e) { held_for.push_back(e.held); }),
+             clock);
+  completion<result_t> first;
+  spawn(io, call(c, srv.at(), get()), first);
+  BOOST_REQUIRE(run_until(io, [&] { return first.done(); }));
+  std::vector<completion<result_t>> held(20);
+  for (auto& h : held) spawn(io, call(c, srv.at(), get()), h);
+  BOOST_REQUIRE(run_until(io, [&] { return clock.pending() == held.size(); }));
+  BOOST_TEST(srv.requests == 1);
+  // Each held call's wait ends at an instant of its own: one at a time, each
+  // to its end before the next instant comes.
+  for (std::size_t woken = 1; woken <= held.size(); ++woken) {
+    BOOST_REQUIRE(clock.next_expiry());
+    clock.advance(*clock.next_expiry() - clock.now());
+    BOOST_REQUIRE(run_until(io, [&] { return held_for.size() == 1 + woken; }));
+  }
+  BOOST_TEST(srv.requests == 21);
+  const std::set<resilience::duration> waits(held_for.begin() + 1, held_for.end());
+  BOOST_TEST((*waits.begin() >= 5s), "none sooner than the server asked");
+  BOOST_TEST((*waits.rbegin() <= 7s), "at most the first backoff (2 s) later");
+  BOOST_TEST(waits.size() == held.size(), "spread, not in lockstep");
+}
+
+BOOST_AUTO_TEST_CASE(a_call_cancelled_while_held_ends_aborted_unsent_and_zero_max_host_hold_holds_nothing) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::respond, 429, {{"Retry-After", "5"}}} : step{}; };
+  client_t c(quick().max_retries(0), clock);
+  completion<result_t> first, held;
+  spawn(io, call(c, srv.at(), get()), first);
+  BOOST_REQUIRE(run_until(io, [&] { return first.done(); }));
+  asio::cancellation_signal cancel;
+  spawn(io, call(c, srv.at(), get()), held, &cancel);
+  BOOST_REQUIRE(run_until(io, [&] { return clock.pending() == 1; }));
+  cancel.emit(asio::cancellation_type::terminal);
+  BOOST_REQUIRE(run_until(io, [&] { return held.done(); }));
+  BOOST_TEST((error_of(held) == asio::error::operation_aborted));
+  BOOST_TEST(clock.pending() == 0u);
+  BOOST_TEST(srv.requests == 1);
+
+  server fresh(io);
+  fresh.script = srv.script;
+  client_t unheld(quick().max_retries(0).max_host_hold(0s), clock);
+  completion<result_t> a, b;
+  spawn(io, call(unheld, fresh.at(), get()), a);
+  BOOST_REQUIRE(run_until(io, [&] { return a.done(); }));
+  spawn(io, call(unheld, fresh.at(), get()), b);
+  BOOST_REQUIRE(run_until(io, [&] { return b.done(); }));
+  BOOST_TEST(status_of(b) == 200u, "sent at once");
+  BOOST_CHECK_THROW(rhttp::client_options{}.max_host_hold(-1s), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(frees_every_frame_when_the_io_context_is_destroyed_mid_call) {

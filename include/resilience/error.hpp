@@ -21,7 +21,8 @@ enum class error : int {
   circuit_open,            // a circuit breaker rejected the call
   retry_budget_exhausted,  // a retry budget refused another retry
   bulkhead_full,           // a bulkhead had no room for the call
-  rate_limited,            // a rate limiter had no token for the call in time
+  rate_limited,            // a rate limiter had no token for the call in time, or a
+                           // server's Retry-After holds its host longer than the call can wait
   throttled,               // adaptive throttling rejected the call locally
 };
 

@@ -19,7 +19,11 @@
 //                    or request_options::idempotent()); Retry-After on a 429 or
 //                    503 is honoured with the backoff's jitter on top (never
 //                    sooner than asked); one past max_retry_after() or the
-//                    deadline ends the call with that response; else the backoff;
+//                    deadline ends the call with that response; else the backoff.
+//                    Such a Retry-After also holds the host back for the
+//                    client's later calls (max_host_hold()): an attempt
+//                    waits the rest of the hold, or the call ends at once
+//                    with error::rate_limited if it cannot;
 //   circuit breaker  one per endpoint key ("host:port[:tls]"), judging with
 //                    http::breaker_classifier (errors and 5xx; not 4xx); an
 //                    open one rejects without connecting (error::circuit_open,
@@ -28,12 +32,11 @@
 //                    opened), the request written, the response read.
 // The result is boost::system::result<response>: a final response of any
 // status (interim 1xx ones are read past; a 503 that retries did not cure is
-// returned as is), or the error that
-// ended the call — the last attempt's own, or error::timeout,
-// deadline_exceeded, circuit_open, bulkhead_full (no connection and
-// wait_for_connection(false)). Cancelling the caller ends it with
-// operation_aborted. A TLS failure (an untrusted certificate) is never
-// retried.
+// returned as is), or the error that ended the call — the last attempt's
+// own, or error::timeout, deadline_exceeded, circuit_open, bulkhead_full (no
+// connection and wait_for_connection(false)), rate_limited (a host's hold,
+// above). Cancelling the caller ends it with operation_aborted. A TLS
+// failure (an untrusted certificate) is never retried.
 //
 // Before each attempt writes its first byte it marks
 // http::request_may_have_been_sent; each attempt sends the time left to the
@@ -70,6 +73,7 @@
 #include <resilience/http/classifier.hpp>
 #include <resilience/http/connection_pool.hpp>
 #include <resilience/http/deadline_header.hpp>
+#include <resilience/http/detail/host_holds.hpp>
 #include <resilience/http/retry_after_delay.hpp>
 #include <resilience/properties.hpp>
 #include <resilience/retry.hpp>
@@ -121,6 +125,9 @@ struct client_call_event {
   boost::beast::http::verb method = boost::beast::http::verb::unknown;
   const endpoint* to = nullptr;  // where it went; valid during the callback only
   duration elapsed{};            // the whole call, waits included, on the client's clock
+  // Of `elapsed`, waited for a Retry-After another call got from this host
+  // (client_options::max_host_hold).
+  duration held{};
 };
 
 class client_options {
@@ -162,6 +169,19 @@ class client_options {
   // waits the Retry-After exactly.
   client_options jitter_retry_after(bool on = true) const {
     return resilience::detail::with_option(*this, &client_options::retry_after_, retry_after_.jittered(on));
+  }
+  // A 429 or 503 with a Retry-After holds back this client's later calls to
+  // that host (endpoint key) too, not only the call that got it: an attempt
+  // that would start before the moment named waits the rest (and the
+  // backoff's jitter on top, as a retry does) if that fits max_retry_after()
+  // and the call's deadline, else the call ends at once with
+  // error::rate_limited, unsent. A hold lasts what the server asked, at most
+  // this long; zero turns holding off (each call then learns the Retry-After
+  // for itself, by sending). 5 min: a server asking for longer is taken at
+  // its word for that long, then sent one call to ask again.
+  client_options max_host_hold(duration d) const {
+    if (d < duration::zero()) throw std::invalid_argument("http::client_options::max_host_hold: must not be negative");
+    return resilience::detail::with_option(*this, &client_options::max_hold_, d);
   }
   // The whole Retry-After rule at once, e.g. with the wall clock an
   // HTTP-date is measured from when a response has no Date header:
@@ -258,6 +278,7 @@ class client_options {
   std::uint32_t max_retries() const noexcept { return retries_; }
   const resilience::backoff& backoff() const noexcept { return backoff_; }
   const retry_after_delay& retry_after() const noexcept { return retry_after_; }
+  duration max_host_hold() const noexcept { return max_hold_; }
   const http::classifier& retry_classifier() const noexcept { return classifier_; }
   const breaker_options& breaker() const noexcept { return breaker_; }
   const breaker_registry_options& breaker_limits() const noexcept { return breaker_limits_; }
@@ -279,6 +300,7 @@ class client_options {
   resilience::backoff backoff_ =
       resilience::backoff::exponential(std::chrono::seconds(2), 2.0, std::chrono::seconds(30)).with_jitter(jitter::full);
   retry_after_delay retry_after_ = retry_after_delay{}.max_retry_after(std::chrono::seconds(30));
+  duration max_hold_ = std::chrono::minutes(5);
   http::classifier classifier_;
   breaker_options breaker_ = breaker_options{}
                                  .failure_ratio(0.5)
@@ -547,13 +569,30 @@ class basic_client {
   template <class ResBody, class Held>
   boost::asio::awaitable<result<ResBody>> call(endpoint to, Held held, request_options options);
 
-  // One attempt: the breaker's permit, a connection, then the exchange on it
-  // (a frame of its own: one frame of both would pass the 1,020 bytes that
-  // Asio's frame cache recycles, and be allocated on every attempt).
+  // What a call counts over its attempts, for on_call_finished.
+  struct tally {
+    std::uint32_t attempts = 0;  // attempts that went past the breaker
+    duration held{};             // waited for other calls' Retry-After
+  };
+
+  // One attempt: the host's hold, the breaker's permit, a connection, then
+  // the exchange on it (a frame of its own: one frame of both would pass the
+  // 1,020 bytes that Asio's frame cache recycles, and be allocated on every
+  // attempt).
   template <class ResBody, class Request>
   boost::asio::awaitable<result<ResBody>> attempt(const endpoint& to, const std::string& key, Request& req,
-                                                  breaker_type& breaker, std::uint32_t& attempts,
-                                                  const context& ctx);
+                                                  breaker_type& breaker, tally& counts, const context& ctx);
+
+  // Before an attempt to a host held until `until`: the wait (the rest of
+  // the hold, and the backoff's jitter on top when Retry-After is jittered),
+  // or error::rate_limited at once when that would pass max_retry_after() or
+  // the deadline; operation_aborted if the caller cancels the wait. A frame
+  // of its own, off the common path.
+  boost::asio::awaitable<error_code> wait_for_host(time_point until, const context& ctx, tally& counts);
+
+  // A 429 or 503 response with a Retry-After holds its host (max_host_hold()).
+  template <class T>
+  void note_hold(const std::string& key, const outcome<T>& o);
 
   // When an attempt ends, and the error it then ends with.
   struct bounded_by {
@@ -579,6 +618,7 @@ class basic_client {
   basic_connection_pool<Clock> pool_;
   basic_breaker_registry<std::string, Clock> breakers_;
   retry_type retry_;
+  detail::host_holds holds_;
 };
 
 

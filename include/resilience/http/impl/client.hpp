@@ -26,8 +26,8 @@ boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> b
   ctx.deadline = std::min(options.deadline(), saturating_add(now, options_.total_timeout()));
   const std::string key = to.key();
   const auto breaker = breakers_.breaker_for(key, now);
-  std::uint32_t attempts = 0;
-  auto attempt_op = [&](const context& c) { return attempt<ResBody>(to, key, req, *breaker, attempts, c); };
+  tally counts;
+  auto attempt_op = [&](const context& c) { return attempt<ResBody>(to, key, req, *breaker, counts, c); };
   auto res = co_await co_retry(std::move(attempt_op), std::cref(retry_), ctx);
   // Cancelled at or past the deadline: by the caller's bound for that same
   // deadline (a server's handler bound), which is the deadline, not a stop.
@@ -35,15 +35,16 @@ boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> b
       clock_.now() >= ctx.deadline)
     res = error_code(error::deadline_exceeded);
   if (const auto& report = options_.on_call_finished()) {
-    report(client_call_event{attempts, res.has_error() ? res.error() : error_code{},
-                             res.has_value() ? res->result_int() : 0u, req.method(), &to, clock_.now() - now});
+    report(client_call_event{counts.attempts, res.has_error() ? res.error() : error_code{},
+                             res.has_value() ? res->result_int() : 0u, req.method(), &to, clock_.now() - now,
+                             counts.held});
   }
   // The caller learns whether this request may have reached the server (a
   // stage around it must not repeat a POST that did), added to what its
   // other calls left. Each attempt clears the mark for itself: after more
   // than one, an earlier one may have been sent.
   if (properties* caller = options.caller_properties()) {
-    if (attempts > 1 || ctx.value_or(request_may_have_been_sent, false)) caller->set(request_may_have_been_sent, true);
+    if (counts.attempts > 1 || ctx.value_or(request_may_have_been_sent, false)) caller->set(request_may_have_been_sent, true);
   }
   co_return res;
 }
@@ -51,13 +52,18 @@ boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> b
 template <resilience::clock Clock>
 template <class ResBody, class Request>
 auto basic_client<Clock>::attempt(const endpoint& to, const std::string& key, Request& req,
-                                  breaker_type& breaker, std::uint32_t& attempts, const context& ctx)
+                                  breaker_type& breaker, tally& counts, const context& ctx)
     -> boost::asio::awaitable<result<ResBody>> {
   namespace asio = boost::asio;
   using T = result<ResBody>;
   const auto caller = co_await asio::this_coro::cancellation_state;
   if (caller.cancelled() != asio::cancellation_type::none) co_return error_code(asio::error::operation_aborted);
   ctx.set(request_may_have_been_sent, false);
+  // Another call's Retry-After from this host (a later one may extend it
+  // during the wait: looked at again after it).
+  for (time_point until; (until = holds_.until(key, clock_.now())) != time_point::min();) {
+    if (const error_code held = co_await wait_for_host(until, ctx, counts)) co_return held;
+  }
   breaker_permit permit = breaker.try_acquire();
   if (!permit) {
     const bool throws = co_await asio::this_coro::throw_if_cancelled();
@@ -65,7 +71,7 @@ auto basic_client<Clock>::attempt(const endpoint& to, const std::string& key, Re
     co_await resilience::detail::yield_after_refusal<asio::any_io_executor>(throws);
     co_return error_code(error::circuit_open);
   }
-  attempts = ctx.attempt;
+  counts.attempts = ctx.attempt;
 
   // attempt_timeout(), or the call's deadline if that comes first.
   const time_point start = clock_.now();
@@ -128,6 +134,7 @@ auto basic_client<Clock>::attempt(const endpoint& to, const std::string& key, Re
     permit.release();
   } else {
     permit.record(resilience::detail::classify(http::breaker_classifier{}, *out, ctx));
+    if (options_.max_host_hold() > duration::zero()) note_hold(key, *out);
   }
   co_return resilience::detail::take(std::move(*out));
 }
@@ -239,6 +246,45 @@ auto basic_client<Clock>::exchange(connection_lease& lease, Request& req, const 
   if (bound.fired() && (!out || out->failed()))
     out.emplace(outcome<T>::from_error(limit.reason));  // a response that made it in time still counts
   co_return false;
+}
+
+template <resilience::clock Clock>
+boost::asio::awaitable<error_code> basic_client<Clock>::wait_for_host(time_point until, const context& ctx,
+                                                                        tally& counts) {
+  namespace asio = boost::asio;
+  const time_point now = clock_.now();
+  if (now >= ctx.deadline) co_return error_code(error::deadline_exceeded);
+  duration wait = until - now;
+  if (options_.retry_after().is_jittered()) {
+    delay_sequence spread{options_.backoff()};
+    wait = resilience::detail::saturating_sum(wait, spread.next(retry_.random()).actual);
+  }
+  // As a retry gives up on a Retry-After it cannot wait out (a wait that
+  // ends at the deadline itself leaves the attempt no time).
+  if (until - now > options_.retry_after().max_retry_after() || wait >= ctx.deadline - now) {
+    const bool throws = co_await asio::this_coro::throw_if_cancelled();
+    co_await asio::this_coro::throw_if_cancelled(false);
+    co_await resilience::detail::yield_after_refusal<asio::any_io_executor>(throws);
+    co_return error_code(error::rate_limited);
+  }
+  auto timer = clock_.make_timer(co_await asio::this_coro::executor);
+  timer.expires_after(wait);
+  co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  counts.held += clock_.now() - now;
+  const auto caller = co_await asio::this_coro::cancellation_state;
+  if (caller.cancelled() != asio::cancellation_type::none) co_return error_code(asio::error::operation_aborted);
+  co_return error_code{};
+}
+
+template <resilience::clock Clock>
+template <class T>
+void basic_client<Clock>::note_hold(const std::string& key, const outcome<T>& o) {
+  const auto* r = http::detail::response_of(o);
+  if (!r || (r->result_int() != 429 && r->result_int() != 503)) return;
+  if (const auto asked = options_.retry_after().requested(*r); asked && *asked > duration::zero()) {
+    const time_point now = clock_.now();
+    holds_.hold(key, saturating_add(now, std::min(*asked, options_.max_host_hold())), now);
+  }
 }
 
 }  // namespace resilience::http
