@@ -429,6 +429,32 @@ BOOST_AUTO_TEST_CASE(held_callers_come_back_spread_above_the_hold) {
   BOOST_TEST(waits.size() == held.size(), "spread, not in lockstep");
 }
 
+// A call that passed the hold check before the 429 came, and was waiting
+// for a connection (one per host here), is held too once it gets one.
+BOOST_AUTO_TEST_CASE(a_call_waiting_for_a_connection_when_the_429_comes_is_held_too) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::hold, 429, {{"Retry-After", "5"}}} : step{}; };
+  client_t c(quick().max_retries(0).pool(rhttp::connection_pool_options{}.max_connections_per_host(1)), clock);
+  completion<result_t> first, waiting;
+  spawn(io, call(c, srv.at(), get()), first);
+  BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 1; }));
+  spawn(io, call(c, srv.at(), get()), waiting);
+  run_until(io, [] { return false; }, 20);  // it waits for the one connection
+  srv.open_gate();                           // the 429 comes; the connection is free
+  BOOST_REQUIRE(run_until(io, [&] { return first.done(); }));
+  BOOST_TEST(status_of(first) == 429u);
+  run_until(io, [] { return false; }, 20);
+  BOOST_TEST(srv.requests == 1, "not sent on the connection the 429 freed");
+  BOOST_TEST(!waiting.done());
+  clock.advance(5s);
+  BOOST_REQUIRE(run_until(io, [&] { return waiting.done(); }));
+  BOOST_TEST(status_of(waiting) == 200u);
+  BOOST_TEST(srv.requests == 2);
+  BOOST_TEST(c.breakers().breaker_for(srv.at().key())->metrics().failures == 0u, "a hold is not a failure");
+}
+
 BOOST_AUTO_TEST_CASE(a_call_cancelled_while_held_ends_aborted_unsent_and_zero_max_host_hold_holds_nothing) {
   asio::io_context io;
   manual_clock clock;

@@ -586,9 +586,11 @@ class basic_client {
   // Before an attempt to a host held until `until`: the wait (the rest of
   // the hold, and the backoff's jitter on top when Retry-After is jittered),
   // or error::rate_limited at once when that would pass max_retry_after() or
-  // the deadline; operation_aborted if the caller cancels the wait. A frame
-  // of its own, off the common path.
-  boost::asio::awaitable<error_code> wait_for_host(time_point until, const context& ctx, tally& counts);
+  // end at or past `limit` (the deadline, or the attempt's bound);
+  // deadline_exceeded when the deadline has passed; operation_aborted if the
+  // caller cancels the wait. A frame of its own, off the common path.
+  boost::asio::awaitable<error_code> wait_for_host(time_point until, time_point limit, const context& ctx,
+                                                   tally& counts);
 
   // A 429 or 503 response with a Retry-After holds its host (max_host_hold()).
   template <class T>

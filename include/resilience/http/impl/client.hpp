@@ -62,7 +62,7 @@ auto basic_client<Clock>::attempt(const endpoint& to, const std::string& key, Re
   // Another call's Retry-After from this host (a later one may extend it
   // during the wait: looked at again after it).
   for (time_point until; (until = holds_.until(key, clock_.now())) != time_point::min();) {
-    if (const error_code held = co_await wait_for_host(until, ctx, counts)) co_return held;
+    if (const error_code held = co_await wait_for_host(until, ctx.deadline, ctx, counts)) co_return held;
   }
   breaker_permit permit = breaker.try_acquire();
   if (!permit) {
@@ -81,6 +81,7 @@ auto basic_client<Clock>::attempt(const endpoint& to, const std::string& key, Re
                          deadline_first ? error::deadline_exceeded : error::timeout};
 
   std::optional<outcome<T>> out;
+  bool held_back = false;  // ended by a host's hold: nothing for the breaker to judge
   try {
     // A request that may be sent twice takes an idle connection without
     // the peek (a syscall on every reuse): if the server had closed it, the
@@ -123,6 +124,18 @@ auto basic_client<Clock>::attempt(const endpoint& to, const std::string& key, Re
         out.emplace(outcome<T>::from_error(bound.reason));
         break;
       }
+      // A 429 or 503 from this host may have come while this attempt waited
+      // for its connection or tried one the server had closed: the hold
+      // binds it too. (One atomic load while no host is held.)
+      if (const time_point until = holds_.until(key, now); until != time_point::min()) {
+        lease->keep_alive(now);
+        if (const error_code held = co_await wait_for_host(until, bound.at, ctx, counts)) {
+          out.emplace(outcome<T>::from_error(held));
+          held_back = held == error::rate_limited;
+          break;
+        }
+        continue;  // on a connection looked at, within what is left of the attempt
+      }
       if (!co_await exchange<ResBody>(*lease, req, ctx, bound, now, unchecked, executor, out)) break;
     }
   } catch (...) {
@@ -130,7 +143,7 @@ auto basic_client<Clock>::attempt(const endpoint& to, const std::string& key, Re
   }
   if (caller.cancelled() != asio::cancellation_type::none)
     out.emplace(outcome<T>::from_error(asio::error::operation_aborted));  // final, whatever the attempt did
-  if (out->cancelled()) {
+  if (out->cancelled() || held_back) {
     permit.release();
   } else {
     permit.record(resilience::detail::classify(http::breaker_classifier{}, *out, ctx));
@@ -249,8 +262,8 @@ auto basic_client<Clock>::exchange(connection_lease& lease, Request& req, const 
 }
 
 template <resilience::clock Clock>
-boost::asio::awaitable<error_code> basic_client<Clock>::wait_for_host(time_point until, const context& ctx,
-                                                                        tally& counts) {
+boost::asio::awaitable<error_code> basic_client<Clock>::wait_for_host(time_point until, time_point limit,
+                                                                        const context& ctx, tally& counts) {
   namespace asio = boost::asio;
   const time_point now = clock_.now();
   if (now >= ctx.deadline) co_return error_code(error::deadline_exceeded);
@@ -261,7 +274,7 @@ boost::asio::awaitable<error_code> basic_client<Clock>::wait_for_host(time_point
   }
   // As a retry gives up on a Retry-After it cannot wait out (a wait that
   // ends at the deadline itself leaves the attempt no time).
-  if (until - now > options_.retry_after().max_retry_after() || wait >= ctx.deadline - now) {
+  if (until - now > options_.retry_after().max_retry_after() || wait >= limit - now) {
     const bool throws = co_await asio::this_coro::throw_if_cancelled();
     co_await asio::this_coro::throw_if_cancelled(false);
     co_await resilience::detail::yield_after_refusal<asio::any_io_executor>(throws);
