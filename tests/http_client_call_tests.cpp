@@ -485,6 +485,47 @@ BOOST_AUTO_TEST_CASE(a_call_cancelled_while_held_ends_aborted_unsent_and_zero_ma
   BOOST_CHECK_THROW(rhttp::client_options{}.max_host_hold(-1s), std::invalid_argument);
 }
 
+// A host that keeps answering 429 (no Retry-After, so no hold) is sent a
+// shrinking share of the calls: the others end throttled, unsent. Another
+// host of the same client is not throttled.
+BOOST_AUTO_TEST_CASE(an_adaptive_throttle_per_host_sheds_calls_a_host_keeps_refusing) {
+  asio::io_context io;
+  manual_clock clock;
+  server refusing(io), healthy(io);
+  refusing.script = [](int) { return step{step::respond, 429}; };
+  std::vector<rhttp::client_call_event> finished;
+  int throttled_events = 0;
+  client_t c(quick()
+                 .max_retries(0)
+                 .adaptive_throttle(resilience::adaptive_throttle_options{}
+                                        .k(2)
+                                        .random(resilience::random_source::seeded(42))
+                                        .on_throttled([&](const resilience::throttle_event&) { ++throttled_events; }))
+                 .on_call_finished([&](const rhttp::client_call_event& e) { finished.push_back(e); }),
+             clock);
+  int throttled = 0;
+  for (int i = 0; i < 200; ++i) {
+    completion<result_t> done, fine;
+    spawn(io, call(c, refusing.at(), get()), done);
+    spawn(io, call(c, healthy.at(), get()), fine);
+    BOOST_REQUIRE(run_until(io, [&] { return done.done() && fine.done(); }));
+    BOOST_TEST(status_of(fine) == 200u);
+    if (done.value->has_error()) {
+      BOOST_TEST((done.value->error() == resilience::error::throttled));
+      ++throttled;
+    }
+    clock.advance(100ms);
+  }
+  BOOST_TEST(refusing.requests + throttled == 200);
+  BOOST_TEST(throttled > 150, "most calls to a host that accepts none are shed: " << throttled);
+  BOOST_TEST(healthy.requests == 200, "the other host is not");
+  BOOST_TEST(throttled_events == throttled);
+  const auto unsent = std::count_if(finished.begin(), finished.end(), [](const rhttp::client_call_event& e) {
+    return e.error == resilience::error::throttled && e.attempts == 0u;
+  });
+  BOOST_TEST(unsent == throttled);
+}
+
 BOOST_AUTO_TEST_CASE(frees_every_frame_when_the_io_context_is_destroyed_mid_call) {
   manual_clock clock;
   std::optional<asio::io_context> io(std::in_place);

@@ -24,6 +24,9 @@
 //                    client's later calls (max_host_hold()): an attempt
 //                    waits the rest of the hold, or the call ends at once
 //                    with error::rate_limited if it cannot;
+//   throttle         adaptive_throttle(), none by default: one per endpoint
+//                    key; refuses a share of attempts to a host that keeps
+//                    turning them away (error::throttled, not retried);
 //   circuit breaker  one per endpoint key ("host:port[:tls]"), judging with
 //                    http::breaker_classifier (errors and 5xx; not 4xx); an
 //                    open one rejects without connecting (error::circuit_open,
@@ -35,7 +38,7 @@
 // returned as is), or the error that ended the call — the last attempt's
 // own, or error::timeout, deadline_exceeded, circuit_open, bulkhead_full (no
 // connection and wait_for_connection(false)), rate_limited (a host's hold,
-// above). Cancelling the caller ends it with operation_aborted. A TLS
+// above), throttled. Cancelling the caller ends it with operation_aborted. A TLS
 // failure (an untrusted certificate) is never retried.
 //
 // Before each attempt writes its first byte it marks
@@ -74,6 +77,7 @@
 #include <resilience/http/connection_pool.hpp>
 #include <resilience/http/deadline_header.hpp>
 #include <resilience/http/detail/host_holds.hpp>
+#include <resilience/http/detail/host_throttles.hpp>
 #include <resilience/http/retry_after_delay.hpp>
 #include <resilience/properties.hpp>
 #include <resilience/retry.hpp>
@@ -206,6 +210,18 @@ class client_options {
   client_options breaker(breaker_options b) const {
     return resilience::detail::with_option(*this, &client_options::breaker_, std::move(b));
   }
+  // Client-side adaptive throttling (the SRE book's, adaptive_throttle.hpp),
+  // one throttle per endpoint key: an attempt to a host that has been
+  // turning requests away is refused here with probability
+  // max(0, (requests - k * accepts) / (requests + 1)) over the window, and
+  // the call ends with error::throttled, sent nowhere (not retried). An
+  // accept is a response that is neither a 429 nor a 5xx; a cancelled
+  // attempt counts for nothing, a refused one as a request. Where the
+  // breaker waits for a host to fail outright, this sheds the share of load
+  // it keeps refusing. None by default.
+  client_options adaptive_throttle(adaptive_throttle_options o) const {
+    return resilience::detail::with_option(*this, &client_options::throttle_, std::optional(std::move(o)));
+  }
   client_options breaker_limits(breaker_registry_options r) const {
     return resilience::detail::with_option(*this, &client_options::breaker_limits_, r);
   }
@@ -282,6 +298,7 @@ class client_options {
   const http::classifier& retry_classifier() const noexcept { return classifier_; }
   const breaker_options& breaker() const noexcept { return breaker_; }
   const breaker_registry_options& breaker_limits() const noexcept { return breaker_limits_; }
+  const std::optional<adaptive_throttle_options>& adaptive_throttle() const noexcept { return throttle_; }
   const std::optional<http::deadline_header>& deadline_header() const noexcept { return header_; }
   duration deadline_margin() const noexcept { return margin_; }
   bool deadline_margin_given() const noexcept { return margin_given_; }
@@ -308,6 +325,7 @@ class client_options {
                                  .time_window(std::chrono::seconds(30))
                                  .open_duration(std::chrono::seconds(5));
   breaker_registry_options breaker_limits_;
+  std::optional<adaptive_throttle_options> throttle_;
   std::optional<http::deadline_header> header_;
   duration margin_ = std::chrono::milliseconds(50);
   bool margin_given_ = false;  // the default matters only with a header
@@ -450,7 +468,9 @@ class basic_client {
                                .retry_if(options_.retry_classifier())
                                .on_retry(detail::client_retry_hook{&options_.on_retry(), &options_.retry_after()})
                                .clock(clock)
-                               .delay_generator(options_.retry_after()))) {}
+                               .delay_generator(options_.retry_after()))) {
+    if (options_.adaptive_throttle()) throttles_.emplace(*options_.adaptive_throttle());
+  }
 
   basic_client(const basic_client&) = delete;
   basic_client& operator=(const basic_client&) = delete;
@@ -581,7 +601,8 @@ class basic_client {
   // attempt).
   template <class ResBody, class Request>
   boost::asio::awaitable<result<ResBody>> attempt(const endpoint& to, const std::string& key, Request& req,
-                                                  breaker_type& breaker, tally& counts, const context& ctx);
+                                                  breaker_type& breaker, resilience::detail::throttle_core* throttle,
+                                                  tally& counts, const context& ctx);
 
   // Before an attempt to a host held until `until`: the wait (the rest of
   // the hold, and the backoff's jitter on top when Retry-After is jittered),
@@ -621,6 +642,7 @@ class basic_client {
   basic_breaker_registry<std::string, Clock> breakers_;
   retry_type retry_;
   detail::host_holds holds_;
+  std::optional<detail::host_throttles> throttles_;  // with adaptive_throttle() only
 };
 
 

@@ -26,8 +26,11 @@ boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> b
   ctx.deadline = std::min(options.deadline(), saturating_add(now, options_.total_timeout()));
   const std::string key = to.key();
   const auto breaker = breakers_.breaker_for(key, now);
+  const auto throttle = throttles_ ? throttles_->for_key(key, now) : nullptr;
   tally counts;
-  auto attempt_op = [&](const context& c) { return attempt<ResBody>(to, key, req, *breaker, counts, c); };
+  auto attempt_op = [&](const context& c) {
+    return attempt<ResBody>(to, key, req, *breaker, throttle.get(), counts, c);
+  };
   auto res = co_await co_retry(std::move(attempt_op), std::cref(retry_), ctx);
   // Cancelled at or past the deadline: by the caller's bound for that same
   // deadline (a server's handler bound), which is the deadline, not a stop.
@@ -52,7 +55,8 @@ boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> b
 template <resilience::clock Clock>
 template <class ResBody, class Request>
 auto basic_client<Clock>::attempt(const endpoint& to, const std::string& key, Request& req,
-                                  breaker_type& breaker, tally& counts, const context& ctx)
+                                  breaker_type& breaker, resilience::detail::throttle_core* throttle,
+                                  tally& counts, const context& ctx)
     -> boost::asio::awaitable<result<ResBody>> {
   namespace asio = boost::asio;
   using T = result<ResBody>;
@@ -64,12 +68,20 @@ auto basic_client<Clock>::attempt(const endpoint& to, const std::string& key, Re
   for (time_point until; (until = holds_.until(key, clock_.now())) != time_point::min();) {
     if (const error_code held = co_await wait_for_host(until, ctx.deadline, ctx, counts)) co_return held;
   }
-  breaker_permit permit = breaker.try_acquire();
-  if (!permit) {
+  // The throttle first: one it admits that the breaker then refuses counts
+  // for nothing, as it reached no server.
+  error_code refused;
+  breaker_permit permit;
+  if (throttle && !throttle->admit(resilience::detail::coarse_now(clock_))) {
+    refused = error::throttled;
+  } else if (!(permit = breaker.try_acquire())) {
+    refused = error::circuit_open;
+  }
+  if (refused) {
     const bool throws = co_await asio::this_coro::throw_if_cancelled();
     co_await asio::this_coro::throw_if_cancelled(false);
     co_await resilience::detail::yield_after_refusal<asio::any_io_executor>(throws);
-    co_return error_code(error::circuit_open);
+    co_return refused;
   }
   counts.attempts = ctx.attempt;
 
@@ -148,6 +160,11 @@ auto basic_client<Clock>::attempt(const endpoint& to, const std::string& key, Re
   } else {
     permit.record(resilience::detail::classify(http::breaker_classifier{}, *out, ctx));
     if (options_.max_host_hold() > duration::zero()) note_hold(key, *out);
+    if (throttle) {
+      const auto* r = http::detail::response_of(*out);
+      throttle->record(resilience::detail::coarse_now(clock_),
+                       r && r->result_int() != 429 && r->result_int() < 500);
+    }
   }
   co_return resilience::detail::take(std::move(*out));
 }
