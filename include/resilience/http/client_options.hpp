@@ -1,0 +1,298 @@
+// resilience/http/client_options.hpp — what http::client (client.hpp) is
+// built from and reports: client_options, with every default the client
+// has; request_options for one call; the events its hooks receive.
+#pragma once
+
+#include <resilience/adaptive_throttle.hpp>
+#include <resilience/backoff.hpp>
+#include <resilience/breaker_options.hpp>
+#include <resilience/breaker_registry.hpp>
+#include <resilience/clock.hpp>
+#include <resilience/context.hpp>
+#include <resilience/detail/with_option.hpp>
+#include <resilience/error.hpp>
+#include <resilience/http/classifier.hpp>
+#include <resilience/http/connection_pool.hpp>
+#include <resilience/http/deadline_header.hpp>
+#include <resilience/http/retry_after_delay.hpp>
+#include <resilience/properties.hpp>
+#include <resilience/retry.hpp>
+
+#include <boost/beast/http/verb.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+namespace resilience::http {
+// What on_retry reports, once per retry, before its wait.
+struct client_retry_event {
+  std::uint32_t attempt;  // the attempt that failed, 1-based
+  duration delay;         // the wait before the next one
+  error_code error;       // its error, if it ended with one
+  unsigned status;        // its response's status, 0 without a response
+  bool retry_after;       // the wait began with the server's Retry-After, not the backoff alone
+  // A 429 or 503 carried a Retry-After that could not be read (malformed,
+  // or a date out of range): the backoff was waited instead.
+  bool retry_after_malformed = false;
+};
+
+// What on_call_finished reports, once per call that returns.
+struct client_call_event {
+  std::uint32_t attempts;  // attempts that went past the breaker: 0 if it refused the first
+  error_code error;        // what ended the call, if not a response
+  unsigned status;         // the response's status, 0 without one
+  boost::beast::http::verb method = boost::beast::http::verb::unknown;
+  const endpoint* to = nullptr;  // where it went; valid during the callback only
+  duration elapsed{};            // the whole call, waits included, on the client's clock
+  // Of `elapsed`, waited for a Retry-After another call got from this host
+  // (client_options::max_host_hold).
+  duration held{};
+};
+
+class client_options {
+ public:
+  // What client_options{} holds, named: the defaults below.
+  static client_options standard() { return {}; }
+
+  // The whole call: positive, or duration::max() for none. 30 s.
+  client_options total_timeout(duration d) const {
+    if (d <= duration::zero()) throw std::invalid_argument("http::client_options::total_timeout: must be positive");
+    return resilience::detail::with_option(*this, &client_options::total_, d);
+  }
+  // Each attempt: positive, at most total_timeout() (checked when a client
+  // is built). 10 s.
+  client_options attempt_timeout(duration d) const {
+    if (d <= duration::zero()) throw std::invalid_argument("http::client_options::attempt_timeout: must be positive");
+    return resilience::detail::with_option(*this, &client_options::attempt_, d);
+  }
+  // Retries after the first attempt: 0 (none) to 100. 3.
+  client_options max_retries(std::uint32_t n) const {
+    if (n > 100) throw std::invalid_argument("http::client_options::max_retries: must be at most 100");
+    return resilience::detail::with_option(*this, &client_options::retries_, n);
+  }
+  // The waits between attempts when the server names none. Exponential from
+  // 2 s, doubling, capped at 30 s, with full jitter.
+  client_options backoff(const resilience::backoff& b) const {
+    return resilience::detail::with_option(*this, &client_options::backoff_, b);
+  }
+  // The longest Retry-After honoured; a response asking for longer (or for a
+  // wait past the total deadline) ends the call as it is. Positive. 30 s.
+  client_options max_retry_after(duration d) const {
+    auto o = *this;
+    o.retry_after_ = o.retry_after_.max_retry_after(d);  // validates
+    return o;
+  }
+  // Waits the backoff's jittered delay on top of an honoured Retry-After, so
+  // that the clients one burst of 503s turned away do not all return at the
+  // same moment (never sooner than the server asked). On by default; off
+  // waits the Retry-After exactly.
+  client_options jitter_retry_after(bool on = true) const {
+    return resilience::detail::with_option(*this, &client_options::retry_after_, retry_after_.jittered(on));
+  }
+  // A 429 or 503 with a Retry-After holds back this client's later calls to
+  // that host (endpoint key) too, not only the call that got it: an attempt
+  // that would start before the moment named waits the rest (and the
+  // backoff's jitter on top, as a retry does) if that fits max_retry_after()
+  // and the call's deadline, else the call ends at once with
+  // error::rate_limited, unsent. A hold lasts what the server asked, at most
+  // this long; zero turns holding off (each call then learns the Retry-After
+  // for itself, by sending). 5 min: a server asking for longer is taken at
+  // its word for that long, then sent one call to ask again.
+  client_options max_host_hold(duration d) const {
+    if (d < duration::zero()) throw std::invalid_argument("http::client_options::max_host_hold: must not be negative");
+    return resilience::detail::with_option(*this, &client_options::max_hold_, d);
+  }
+  // The whole Retry-After rule at once, e.g. with the wall clock an
+  // HTTP-date is measured from when a response has no Date header:
+  // retry_after(retry_after_delay{}.max_retry_after(10s).wall_clock(&now)).
+  client_options retry_after(retry_after_delay r) const {
+    return resilience::detail::with_option(*this, &client_options::retry_after_, r);
+  }
+  // Which statuses and network errors are retried. http::classifier{}:
+  // 408, 429, 500, 502, 503, 504, and the transient network errors.
+  client_options retry_classifier(http::classifier c) const {
+    return resilience::detail::with_option(*this, &client_options::classifier_, std::move(c));
+  }
+  // Every endpoint's breaker, judging attempts: opens when half the attempts
+  // of the last 30 s failed, once there were 20 of them, for 5 s. A breaker
+  // is for a dependency that is down; one that fails some of its requests is
+  // the retry's (and the budget's) to ride out. Polly's defaults (10% of at
+  // least 100, which our tests show opening against an upstream failing 30%
+  // of its attempts, and then failing every call for the break, where the
+  // retries alone recover 99% of them; and no opening at all below 100 calls
+  // in 30 s): failure_ratio(0.1).minimum_calls(100).time_window(30s)
+  // .open_duration(5s) (every setting, since this replaces them all).
+  client_options breaker(breaker_options b) const {
+    return resilience::detail::with_option(*this, &client_options::breaker_, std::move(b));
+  }
+  // Client-side adaptive throttling (the SRE book's, adaptive_throttle.hpp),
+  // one throttle per endpoint key: an attempt to a host that has been
+  // turning requests away is refused here with probability
+  // max(0, (requests - k * accepts) / (requests + 1)) over the window, and
+  // the call ends with error::throttled, sent nowhere (not retried). An
+  // accept is a response that is neither a 429 nor a 5xx; a cancelled
+  // attempt counts for nothing, a refused one as a request. Where the
+  // breaker waits for a host to fail outright, this sheds the share of load
+  // it keeps refusing. None by default.
+  client_options adaptive_throttle(adaptive_throttle_options o) const {
+    return resilience::detail::with_option(*this, &client_options::throttle_, std::optional(std::move(o)));
+  }
+  client_options breaker_limits(breaker_registry_options r) const {
+    return resilience::detail::with_option(*this, &client_options::breaker_limits_, r);
+  }
+  // The header each attempt sends its time left in (grpc-timeout, or a
+  // milliseconds header); none by default: a header a server does not know
+  // tells it nothing, and it tells every server your timeouts.
+  client_options deadline_header(http::deadline_header h) const {
+    return resilience::detail::with_option(*this, &client_options::header_, std::move(h));
+  }
+  // Taken off the time sent, for the response's way back: zero or more, and
+  // shorter than attempt_timeout() (checked when a client is built; the
+  // default only when a deadline_header() is set). 50 ms.
+  client_options deadline_margin(duration d) const {
+    if (d < duration::zero()) throw std::invalid_argument("http::client_options::deadline_margin: must not be negative");
+    auto o = *this;
+    o.margin_ = d;
+    o.margin_given_ = true;
+    return o;
+  }
+  // The largest response body read; a larger one ends the attempt with
+  // beast::http::error::body_limit (not retried). At least 1. 8 MiB.
+  client_options max_response_body(std::uint64_t bytes) const {
+    if (bytes == 0) throw std::invalid_argument("http::client_options::max_response_body: must be at least 1");
+    return resilience::detail::with_option(*this, &client_options::max_body_, bytes);
+  }
+  // The largest response header (status line and fields) read; a larger one
+  // ends the attempt with beast::http::error::header_limit (not retried).
+  // At least 1. 8 KiB, Beast's own default: raise it for a service that
+  // sends large cookies or tokens in its headers.
+  client_options max_response_header(std::uint32_t bytes) const {
+    if (bytes == 0) throw std::invalid_argument("http::client_options::max_response_header: must be at least 1");
+    return resilience::detail::with_option(*this, &client_options::max_header_, bytes);
+  }
+  client_options pool(connection_pool_options p) const {
+    return resilience::detail::with_option(*this, &client_options::pool_, std::move(p));
+  }
+  // A retry budget shared by every call of this client (retry_budget.hpp:
+  // gRPC's retry_throttle, or a retry_ratio_budget), told how each attempt
+  // went and asked before each retry: when most calls fail, retrying stops
+  // instead of multiplying the load. A refused retry ends the call with its
+  // last response or error, and runs on_budget_refused(). Referred to: it
+  // must outlive the client. None by default.
+  template <resilience::retry_budget B>
+  client_options budget(B& b) const {
+    return resilience::detail::with_option(*this, &client_options::budget_, resilience::detail::budget_ref::to(b));
+  }
+  template <class B>
+  client_options budget(B&&) const
+    requires(!std::is_lvalue_reference_v<B>)
+  = delete;  // a temporary would be gone before the client
+  // Runs on the calling coroutine's executor when the budget refuses a
+  // retry. Must not throw.
+  client_options on_budget_refused(std::function<void(const budget_refusal&)> f) const {
+    return resilience::detail::with_option(*this, &client_options::on_budget_refused_, std::move(f));
+  }
+  // Runs on the calling coroutine's executor before each retry's wait. Must
+  // not throw.
+  client_options on_retry(std::function<void(const client_retry_event&)> f) const {
+    return resilience::detail::with_option(*this, &client_options::on_retry_, std::move(f));
+  }
+  // Runs on the calling coroutine's executor as a call returns, with how many
+  // attempts it took (per-attempt metrics without wrapping each call). Not
+  // run for a call whose coroutine is destroyed unfinished. Must not throw.
+  client_options on_call_finished(std::function<void(const client_call_event&)> f) const {
+    return resilience::detail::with_option(*this, &client_options::on_finished_, std::move(f));
+  }
+
+  duration total_timeout() const noexcept { return total_; }
+  duration attempt_timeout() const noexcept { return attempt_; }
+  std::uint32_t max_retries() const noexcept { return retries_; }
+  const resilience::backoff& backoff() const noexcept { return backoff_; }
+  const retry_after_delay& retry_after() const noexcept { return retry_after_; }
+  duration max_host_hold() const noexcept { return max_hold_; }
+  const http::classifier& retry_classifier() const noexcept { return classifier_; }
+  const breaker_options& breaker() const noexcept { return breaker_; }
+  const breaker_registry_options& breaker_limits() const noexcept { return breaker_limits_; }
+  const std::optional<adaptive_throttle_options>& adaptive_throttle() const noexcept { return throttle_; }
+  const std::optional<http::deadline_header>& deadline_header() const noexcept { return header_; }
+  duration deadline_margin() const noexcept { return margin_; }
+  bool deadline_margin_given() const noexcept { return margin_given_; }
+  std::uint64_t max_response_body() const noexcept { return max_body_; }
+  std::uint32_t max_response_header() const noexcept { return max_header_; }
+  const connection_pool_options& pool() const noexcept { return pool_; }
+  const std::function<void(const client_retry_event&)>& on_retry() const noexcept { return on_retry_; }
+  const std::function<void(const client_call_event&)>& on_call_finished() const noexcept { return on_finished_; }
+  const resilience::detail::budget_ref& budget() const noexcept { return budget_; }
+  const std::function<void(const budget_refusal&)>& on_budget_refused() const noexcept { return on_budget_refused_; }
+
+ private:
+  duration total_ = std::chrono::seconds(30);
+  duration attempt_ = std::chrono::seconds(10);
+  std::uint32_t retries_ = 3;
+  resilience::backoff backoff_ =
+      resilience::backoff::exponential(std::chrono::seconds(2), 2.0, std::chrono::seconds(30)).with_jitter(jitter::full);
+  retry_after_delay retry_after_ = retry_after_delay{}.max_retry_after(std::chrono::seconds(30));
+  duration max_hold_ = std::chrono::minutes(5);
+  http::classifier classifier_;
+  breaker_options breaker_ = breaker_options{}
+                                 .failure_ratio(0.5)
+                                 .minimum_calls(20)
+                                 .time_window(std::chrono::seconds(30))
+                                 .open_duration(std::chrono::seconds(5));
+  breaker_registry_options breaker_limits_;
+  std::optional<adaptive_throttle_options> throttle_;
+  std::optional<http::deadline_header> header_;
+  duration margin_ = std::chrono::milliseconds(50);
+  bool margin_given_ = false;  // the default matters only with a header
+  std::uint64_t max_body_ = 8u << 20;
+  std::uint32_t max_header_ = 8u << 10;
+  connection_pool_options pool_;
+  std::function<void(const client_retry_event&)> on_retry_;
+  std::function<void(const client_call_event&)> on_finished_;
+  resilience::detail::budget_ref budget_;
+  std::function<void(const budget_refusal&)> on_budget_refused_;
+};
+
+// For one call.
+class request_options {
+ public:
+  // Done by then, whatever total_timeout() allows (an inbound request's deadline).
+  request_options deadline(time_point at) const noexcept {
+    return resilience::detail::with_option(*this, &request_options::deadline_, at);
+  }
+  // Whether repeating this request is harmless, instead of is_idempotent(req).
+  request_options idempotent(bool yes) const noexcept {
+    return resilience::detail::with_option(*this, &request_options::idempotent_, yes);
+  }
+  // Inside a caller's call (a server handler's context, an outer stage's):
+  // its deadline bounds this call too; its properties are read (an
+  // http::idempotent the caller set stands unless idempotent() was given
+  // here) and, when the call ends, request_may_have_been_sent is set in them
+  // if the request may have reached the server (never cleared). They must
+  // outlive the call, as the caller's own do. client::request(to, req, ctx)
+  // does this.
+  request_options within(const context& parent) const noexcept {
+    auto o = deadline(std::min(deadline_, parent.deadline));
+    o.props_ = parent.props;
+    if (!o.idempotent_ && parent.props) {
+      if (const bool* yes = parent.props->find(http::idempotent)) o.idempotent_ = *yes;
+    }
+    return o;
+  }
+  time_point deadline() const noexcept { return deadline_; }
+  std::optional<bool> idempotent() const noexcept { return idempotent_; }
+  properties* caller_properties() const noexcept { return props_; }
+
+ private:
+  time_point deadline_ = time_point::max();
+  std::optional<bool> idempotent_;
+  properties* props_ = nullptr;
+};
+
+}  // namespace resilience::http
