@@ -526,6 +526,41 @@ BOOST_AUTO_TEST_CASE(an_adaptive_throttle_per_host_sheds_calls_a_host_keeps_refu
   BOOST_TEST(unsent == throttled);
 }
 
+// gRFC A6 keeps a retry throttle per server: a host that fails every call
+// spends its own tokens, and another host's retries still go.
+BOOST_AUTO_TEST_CASE(a_budget_per_host_spends_only_the_failing_hosts_retries) {
+  asio::io_context io;
+  manual_clock clock;
+  server failing(io), flaky(io);
+  failing.script = [](int) { return step{step::respond, 503}; };
+  flaky.script = [](int n) { return n % 2 == 1 ? step{step::respond, 503} : step{}; };  // every first attempt fails
+  int refusals = 0;
+  client_t c(quick()
+                 .breaker(resilience::breaker_options{}.consecutive_failures(1000))
+                 .budget_per_host(rhttp::retry_throttle_settings{10, 0.1})
+                 .on_budget_refused([&](const resilience::budget_refusal&) { ++refusals; }),
+             clock);
+  for (int i = 0; i < 10; ++i) {
+    completion<result_t> done;
+    spawn(io, call(c, failing.at(), get()), done);
+    BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+    BOOST_TEST(status_of(done) == 503u);
+  }
+  // 10 tokens, one taken per failure, retries while above 5: the first call
+  // makes its 4 attempts (10 -> 6), and each call after it one.
+  BOOST_TEST(failing.requests == 4 + 9);
+  BOOST_TEST(refusals == 9);
+  for (int i = 0; i < 3; ++i) {
+    completion<result_t> done;
+    spawn(io, call(c, flaky.at(), get()), done);
+    BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+    BOOST_TEST(status_of(done) == 200u, "its own budget lets the retry go");
+  }
+  BOOST_TEST(flaky.requests == 6);
+  BOOST_TEST(refusals == 9);
+  BOOST_CHECK_THROW(rhttp::client_options{}.budget_per_host(rhttp::retry_throttle_settings{0, 0.1}), std::invalid_argument);
+}
+
 BOOST_AUTO_TEST_CASE(frees_every_frame_when_the_io_context_is_destroyed_mid_call) {
   manual_clock clock;
   std::optional<asio::io_context> io(std::in_place);

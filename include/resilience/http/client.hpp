@@ -81,7 +81,7 @@
 #include <resilience/http/client_options.hpp>
 #include <resilience/http/deadline_header.hpp>
 #include <resilience/http/detail/host_holds.hpp>
-#include <resilience/http/detail/host_throttles.hpp>
+#include <resilience/http/detail/per_host.hpp>
 #include <resilience/http/retry_after_delay.hpp>
 #include <resilience/properties.hpp>
 #include <resilience/retry.hpp>
@@ -110,6 +110,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <variant>
 
 namespace resilience::http {
 
@@ -208,7 +209,8 @@ class basic_client {
                                .on_retry(detail::client_retry_hook{&options_.on_retry(), &options_.retry_after()})
                                .clock(clock)
                                .delay_generator(options_.retry_after()))) {
-    if (options_.adaptive_throttle()) throttles_.emplace(*options_.adaptive_throttle());
+    if (options_.adaptive_throttle()) throttles_.emplace(options_.adaptive_throttle()->window());
+    if (options_.budget_per_host().index() != 0) budgets_.emplace(options_.breaker_limits().idle_after());
   }
 
   basic_client(const basic_client&) = delete;
@@ -285,11 +287,45 @@ class basic_client {
 
   // The options' budget (if any) on the policy; it refers to options_'s copy.
   template <class Policy>
-  Policy with_budget(Policy p) const {
-    if (!options_.budget()) return p;
-    p = p.budget(options_.budget());
+  Policy with_budget(Policy p, const resilience::detail::budget_ref& budget) const {
+    if (!budget) return p;
+    p = p.budget(budget);
     if (options_.on_budget_refused()) p = p.on_budget_refused(options_.on_budget_refused());
     return p;
+  }
+  template <class Policy>
+  Policy with_budget(Policy p) const {
+    return with_budget(std::move(p), options_.budget());
+  }
+
+  // A host's own retry budget (budget_per_host()) and the client's retry
+  // policy consulting it.
+  struct host_budget {
+    std::variant<retry_throttle, basic_retry_ratio_budget<Clock>> budget;
+    retry_type policy;
+
+    host_budget(const basic_client& c, const retry_throttle_settings& s)
+        : budget(std::in_place_index<0>, s.max_tokens, s.token_ratio), policy(policy_for(c)) {}
+    host_budget(const basic_client& c, const retry_ratio_budget_options& r)
+        : budget(std::in_place_index<1>, r, c.clock_), policy(policy_for(c)) {}
+
+   private:
+    retry_type policy_for(const basic_client& c) {
+      return c.with_budget(c.retry_, std::visit([](auto& b) { return resilience::detail::budget_ref::to(b); }, budget));
+    }
+  };
+  std::shared_ptr<host_budget> budget_for(const std::string& key, time_point now) {
+    return budgets_->for_key(key, now, [this] {
+      return std::visit(
+          [this](const auto& settings) -> std::shared_ptr<host_budget> {
+            if constexpr (std::is_same_v<std::remove_cvref_t<decltype(settings)>, std::monostate>) {
+              return nullptr;
+            } else {
+              return std::make_shared<host_budget>(*this, settings);
+            }
+          },
+          options_.budget_per_host());
+    });
   }
 
   static client_options checked(client_options o) {
@@ -381,7 +417,8 @@ class basic_client {
   basic_breaker_registry<std::string, Clock> breakers_;
   retry_type retry_;
   detail::host_holds holds_;
-  std::optional<detail::host_throttles> throttles_;  // with adaptive_throttle() only
+  std::optional<detail::per_host<resilience::detail::throttle_core>> throttles_;  // with adaptive_throttle() only
+  std::optional<detail::per_host<host_budget>> budgets_;                          // with budget_per_host() only
 };
 
 

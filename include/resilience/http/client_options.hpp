@@ -17,6 +17,7 @@
 #include <resilience/http/retry_after_delay.hpp>
 #include <resilience/properties.hpp>
 #include <resilience/retry.hpp>
+#include <resilience/retry_budget.hpp>
 
 #include <boost/beast/http/verb.hpp>
 
@@ -28,8 +29,16 @@
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
+#include <variant>
 
 namespace resilience::http {
+
+// gRPC's retry throttling for client_options::budget_per_host (each host's
+// retry_throttle): max_tokens in [1, 1000], token_ratio in (0, max_tokens].
+struct retry_throttle_settings {
+  std::uint32_t max_tokens = 10;
+  double token_ratio = 0.1;
+};
 // What on_retry reports, once per retry, before its wait.
 struct client_retry_event {
   std::uint32_t attempt;  // the attempt that failed, 1-based
@@ -187,7 +196,26 @@ class client_options {
   // must outlive the client. None by default.
   template <resilience::retry_budget B>
   client_options budget(B& b) const {
-    return resilience::detail::with_option(*this, &client_options::budget_, resilience::detail::budget_ref::to(b));
+    auto o = resilience::detail::with_option(*this, &client_options::budget_, resilience::detail::budget_ref::to(b));
+    o.host_budget_ = std::monostate{};
+    return o;
+  }
+  // A retry budget per endpoint key instead, made by the client as it first
+  // calls the host: gRPC keeps its retry throttle per server (gRFC A6), so
+  // that one failing host does not spend the retries the others may need.
+  // Each is dropped after breaker_limits().idle_after() without calls.
+  // Replaces budget(b); on_budget_refused() runs for these too. Throws
+  // std::invalid_argument here for settings retry_throttle would refuse.
+  client_options budget_per_host(retry_throttle_settings s) const {
+    retry_throttle{s.max_tokens, s.token_ratio};  // validates
+    auto o = resilience::detail::with_option(*this, &client_options::host_budget_, host_budget_settings{s});
+    o.budget_ = {};
+    return o;
+  }
+  client_options budget_per_host(retry_ratio_budget_options r) const {
+    auto o = resilience::detail::with_option(*this, &client_options::host_budget_, host_budget_settings{r});
+    o.budget_ = {};
+    return o;
   }
   template <class B>
   client_options budget(B&&) const
@@ -229,6 +257,9 @@ class client_options {
   const std::function<void(const client_retry_event&)>& on_retry() const noexcept { return on_retry_; }
   const std::function<void(const client_call_event&)>& on_call_finished() const noexcept { return on_finished_; }
   const resilience::detail::budget_ref& budget() const noexcept { return budget_; }
+  // What budget_per_host() set: std::monostate when it was not.
+  using host_budget_settings = std::variant<std::monostate, retry_throttle_settings, retry_ratio_budget_options>;
+  const host_budget_settings& budget_per_host() const noexcept { return host_budget_; }
   const std::function<void(const budget_refusal&)>& on_budget_refused() const noexcept { return on_budget_refused_; }
 
  private:
@@ -256,6 +287,7 @@ class client_options {
   std::function<void(const client_retry_event&)> on_retry_;
   std::function<void(const client_call_event&)> on_finished_;
   resilience::detail::budget_ref budget_;
+  host_budget_settings host_budget_;
   std::function<void(const budget_refusal&)> on_budget_refused_;
 };
 

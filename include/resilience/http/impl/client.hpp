@@ -26,12 +26,15 @@ boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> b
   ctx.deadline = std::min(options.deadline(), saturating_add(now, options_.total_timeout()));
   const std::string key = to.key();
   const auto breaker = breakers_.breaker_for(key, now);
-  const auto throttle = throttles_ ? throttles_->for_key(key, now) : nullptr;
+  const auto throttle = throttles_ ? throttles_->for_key(key, now, [this] {
+    return std::make_shared<resilience::detail::throttle_core>(*options_.adaptive_throttle());
+  }) : nullptr;
+  const auto host_budget = budgets_ ? budget_for(key, now) : nullptr;
   tally counts;
   auto attempt_op = [&](const context& c) {
     return attempt<ResBody>(to, key, req, *breaker, throttle.get(), counts, c);
   };
-  auto res = co_await co_retry(std::move(attempt_op), std::cref(retry_), ctx);
+  auto res = co_await co_retry(std::move(attempt_op), std::cref(host_budget ? host_budget->policy : retry_), ctx);
   // Cancelled at or past the deadline: by the caller's bound for that same
   // deadline (a server's handler bound), which is the deadline, not a stop.
   if (res.has_error() && res.error() == boost::asio::error::operation_aborted && ctx.has_deadline() &&
