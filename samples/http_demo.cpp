@@ -95,6 +95,7 @@ struct scenario {
   ms burst{300};
   sclock::duration outage_from = 2s, outage_to = 5s;  // 503 (no Retry-After) or reset
   int capacity = 100;         // requests per window served; the rest 503 + Retry-After: 1
+  ms host_hold{0};            // the resilient client's max_host_hold (0: off, its default)
   unsigned seed = 2026;
 
   bool in_outage(sclock::duration t) const { return t >= outage_from && t < outage_to; }
@@ -121,6 +122,7 @@ struct phase {
   long calls_outside_outage = 0, successes_outside_outage = 0;
   std::array<long, 5> by_attempt{};  // successes on attempt 1..4
   long failed_status = 0, failed_connection = 0, failed_timeout = 0, refused = 0;
+  long held_back = 0;  // ended by the host's Retry-After hold (--host-hold)
   long retry_after_honoured = 0, retry_after_ignored = 0;
   std::vector<unsigned char> completions{};  // per call: must end at 1
   std::vector<latency_sample> latencies{};
@@ -354,6 +356,7 @@ asio::awaitable<void> resilient_call(const scenario& s, phase& p, sclock::time_p
   const bool ok = res && res->result() == bhttp::status::ok;
   if (res && !ok) ++p.failed_status;
   else if (!res && res.error() == resilience::error::circuit_open) ++p.refused;
+  else if (!res && res.error() == resilience::error::rate_limited) ++p.held_back;
   else if (!res && is_timeout(res.error())) ++p.failed_timeout;
   else if (!res) ++p.failed_connection;
   call.finish(ok);
@@ -366,6 +369,7 @@ rhttp::client_options resilient_options(const scenario& s, phase& p) {
       .max_retries(3)
       .backoff(resilience::backoff::exponential(50ms, 2.0, resilient_backoff_cap).with_jitter(resilience::jitter::full))
       .max_retry_after(1s)
+      .max_host_hold(s.host_hold)
       .breaker(resilience::breaker_options{}
                    .failure_ratio(0.5)
                    .minimum_calls(20)
@@ -535,8 +539,9 @@ void print_phase(const scenario& s, const phase& p, sclock::duration took) {
              p.calls ? static_cast<double>(p.attempts) / static_cast<double>(p.calls) : 0.0);
   fmt::print("  succeeded on attempt  1: {}  2: {}  3: {}  4: {}\n", p.by_attempt[1], p.by_attempt[2], p.by_attempt[3],
              p.by_attempt[4]);
-  fmt::print("  failed           {:>7}   5xx {}, reset/closed {}, timeout {}, breaker refused {}\n", p.failures(),
-             p.failed_status, p.failed_connection, p.failed_timeout, p.refused);
+  fmt::print("  failed           {:>7}   5xx {}, reset/closed {}, timeout {}, breaker refused {}{}\n", p.failures(),
+             p.failed_status, p.failed_connection, p.failed_timeout, p.refused,
+             p.held_back ? fmt::format(", held back by Retry-After {}", p.held_back) : std::string());
   fmt::print("  Retry-After      honoured {}, ignored {}\n", p.retry_after_honoured, p.retry_after_ignored);
   fmt::print("  latency          p50 {:.0f} ms, p99 {:.0f} ms, max {:.0f} ms\n", l.p50, l.p99, l.max);
   const auto ok = summarize(p, outcome::succeeded), failed = summarize(p, outcome::failed);
@@ -843,12 +848,13 @@ constexpr const char* usage =
     "usage: http_demo [--duration S] [--users N] [--interval MS] [--capacity N] [--latency MS]\n"
     "                 [--error-rate F] [--reset-rate F] [--spike-rate F] [--spike MS]\n"
     "                 [--outage FROM-TO] [--burst MS] [--burst-every S] [--seed N]\n"
-    "                 [--svg FILE] [--no-rate-check]\n"
+    "                 [--host-hold MS] [--svg FILE] [--no-rate-check]\n"
     "  --duration S     seconds per phase (8); three phases\n"
     "  --outage FROM-TO seconds into each phase (2-5); 0-0 for none\n"
     "  --capacity N     requests per 100 ms the server serves (100); the rest get 503\n"
     "  --burst MS       bursts of 503 + Retry-After: 1 (300 ms, every 2.5 s from 0.5 s)\n"
     "  rates are fractions of requests: 500s 0.05, resets 0.02, 1 s spikes 0.02\n"
+    "  --host-hold MS   the resilient client's max_host_hold (0, its default: off)\n"
     "  --no-rate-check  exit 0 even if resilient succeeded less often than plain\n";
 
 }  // namespace
@@ -887,6 +893,9 @@ int main(int argc, char** argv) {
       } else if (arg == "--latency") {
         ok = parse_int(value, 0, 10000, n);
         s.latency = ms(n);
+      } else if (arg == "--host-hold") {
+        ok = parse_int(value, 0, 600000, n);
+        s.host_hold = ms(n);
       } else if (arg == "--spike") {
         ok = parse_int(value, 0, 10000, n);
         s.spike = ms(n);

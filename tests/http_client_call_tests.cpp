@@ -325,7 +325,11 @@ BOOST_AUTO_TEST_CASE(a_retry_after_holds_the_hosts_next_calls_until_then) {
   server srv(io), other(io);
   srv.script = [](int n) { return n == 1 ? step{step::respond, 429, {{"Retry-After", "5"}}} : step{}; };
   std::vector<rhttp::client_call_event> finished;
-  client_t c(quick().max_retries(0).on_call_finished([&](const rhttp::client_call_event& e) { finished.push_back(e); }),
+  client_t c(quick()
+                 .max_retries(0)
+                 .max_host_hold(5min)
+                 .jitter_retry_after(false)
+                 .on_call_finished([&](const rhttp::client_call_event& e) { finished.push_back(e); }),
              clock);
   completion<result_t> first, held, elsewhere;
   spawn(io, call(c, srv.at(), get()), first);
@@ -337,7 +341,7 @@ BOOST_AUTO_TEST_CASE(a_retry_after_holds_the_hosts_next_calls_until_then) {
   spawn(io, call(c, other.at(), get()), elsewhere);
   BOOST_REQUIRE(run_until(io, [&] { return elsewhere.done() && clock.pending() == 1; }));
   BOOST_TEST(status_of(elsewhere) == 200u);
-  BOOST_TEST((clock.next_expiry() == clock.now() + 4s), "the rest of the 5 s, no more (the backoff is 0 here)");
+  BOOST_TEST((clock.next_expiry() == clock.now() + 4s), "the rest of the 5 s, no more (no spread here)");
   clock.advance(4s - 1ms);
   run_until(io, [] { return false; }, 20);
   BOOST_TEST(srv.requests == 1, "nothing sent before the Retry-After");
@@ -397,15 +401,15 @@ BOOST_AUTO_TEST_CASE(a_hold_past_max_retry_after_or_the_deadline_ends_the_call_r
 }
 
 // Twenty callers held by one Retry-After do not come back together: each
-// waits the hold and the backoff's jitter on top (the default backoff: full
-// jitter up to 2 s), never less than the hold.
+// waits the hold and a spread of up to the hold's length on top, never less
+// than the hold.
 BOOST_AUTO_TEST_CASE(held_callers_come_back_spread_above_the_hold) {
   asio::io_context io;
   manual_clock clock;
   server srv(io);
   srv.script = [](int n) { return n == 1 ? step{step::respond, 429, {{"Retry-After", "5"}}} : step{}; };
   std::vector<resilience::duration> held_for;
-  client_t c(rhttp::client_options::standard().max_retries(0).on_call_finished(
+  client_t c(rhttp::client_options::standard().max_retries(0).max_host_hold(5min).on_call_finished(
                  [&](const rhttp::client_call_event& e) { held_for.push_back(e.held); }),
              clock);
   completion<result_t> first;
@@ -425,42 +429,64 @@ BOOST_AUTO_TEST_CASE(held_callers_come_back_spread_above_the_hold) {
   BOOST_TEST(srv.requests == 21);
   const std::set<resilience::duration> waits(held_for.begin() + 1, held_for.end());
   BOOST_TEST((*waits.begin() >= 5s), "none sooner than the server asked");
-  BOOST_TEST((*waits.rbegin() <= 7s), "at most the first backoff (2 s) later");
+  BOOST_TEST((*waits.rbegin() <= 10s), "at most the hold's length (5 s) later");
   BOOST_TEST(waits.size() == held.size(), "spread, not in lockstep");
 }
 
 // A call that passed the hold check before the 429 came, and was waiting
-// for a connection (one per host here), is held too once it gets one.
+// for a connection (one per host here), is held too once it gets one: it
+// gives the connection and its breaker permit back and waits as a new call
+// would, or ends rate_limited, which the breaker does not count.
 BOOST_AUTO_TEST_CASE(a_call_waiting_for_a_connection_when_the_429_comes_is_held_too) {
-  asio::io_context io;
-  manual_clock clock;
-  server srv(io);
-  srv.script = [](int n) { return n == 1 ? step{step::hold, 429, {{"Retry-After", "5"}}} : step{}; };
-  client_t c(quick().max_retries(0).pool(rhttp::connection_pool_options{}.max_connections_per_host(1)), clock);
-  completion<result_t> first, waiting;
-  spawn(io, call(c, srv.at(), get()), first);
-  BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 1; }));
-  spawn(io, call(c, srv.at(), get()), waiting);
-  run_until(io, [] { return false; }, 20);  // it waits for the one connection
-  srv.open_gate();                           // the 429 comes; the connection is free
-  BOOST_REQUIRE(run_until(io, [&] { return first.done(); }));
-  BOOST_TEST(status_of(first) == 429u);
-  run_until(io, [] { return false; }, 20);
-  BOOST_TEST(srv.requests == 1, "not sent on the connection the 429 freed");
-  BOOST_TEST(!waiting.done());
-  clock.advance(5s);
-  BOOST_REQUIRE(run_until(io, [&] { return waiting.done(); }));
-  BOOST_TEST(status_of(waiting) == 200u);
-  BOOST_TEST(srv.requests == 2);
-  BOOST_TEST(c.breakers().breaker_for(srv.at().key())->metrics().failures == 0u, "a hold is not a failure");
+  for (const bool can_wait : {true, false}) {
+    asio::io_context io;
+    manual_clock clock;
+    server srv(io);
+    srv.script = [](int n) { return n == 1 ? step{step::hold, 429, {{"Retry-After", "5"}}} : step{}; };
+    std::vector<rhttp::client_call_event> finished;
+    client_t c(quick()
+                   .max_retries(0)
+                   .max_host_hold(5min)
+                   .max_retry_after(can_wait ? 30s : 2s)
+                   .jitter_retry_after(false)
+                   .pool(rhttp::connection_pool_options{}.max_connections_per_host(1))
+                   .on_call_finished([&](const rhttp::client_call_event& e) { finished.push_back(e); }),
+               clock);
+    completion<result_t> first, waiting;
+    spawn(io, call(c, srv.at(), get()), first);
+    BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 1; }));
+    spawn(io, call(c, srv.at(), get()), waiting);
+    run_until(io, [] { return false; }, 20);  // it waits for the one connection
+    srv.open_gate();                           // the 429 comes; the connection is free
+    BOOST_REQUIRE(run_until(io, [&] { return first.done(); }));
+    BOOST_TEST(status_of(first) == 429u);
+    if (can_wait) {
+      run_until(io, [] { return false; }, 20);
+      BOOST_TEST(srv.requests == 1, "not sent on the connection the 429 freed");
+      BOOST_TEST(!waiting.done());
+      BOOST_TEST((clock.next_expiry() == clock.now() + 5s), "the hold, outside the attempt's 10 s");
+      clock.advance(5s);
+      BOOST_REQUIRE(run_until(io, [&] { return waiting.done(); }));
+      BOOST_TEST(status_of(waiting) == 200u);
+      BOOST_TEST(srv.requests == 2);
+      BOOST_TEST((finished.back().held == 5s));
+    } else {
+      BOOST_REQUIRE(run_until(io, [&] { return waiting.done(); }));
+      BOOST_TEST((error_of(waiting) == resilience::error::rate_limited), "5 s of hold, 2 s of max_retry_after");
+      BOOST_TEST(srv.requests == 1);
+    }
+    const auto m = c.breakers().breaker_for(srv.at().key())->metrics();
+    BOOST_TEST(m.failures == 0u);
+    BOOST_TEST(m.calls == (can_wait ? 2u : 1u), "the breaker judged what was sent, nothing else");
+  }
 }
 
-BOOST_AUTO_TEST_CASE(a_call_cancelled_while_held_ends_aborted_unsent_and_zero_max_host_hold_holds_nothing) {
+BOOST_AUTO_TEST_CASE(a_call_cancelled_while_held_ends_aborted_unsent_and_by_default_nothing_is_held) {
   asio::io_context io;
   manual_clock clock;
   server srv(io);
   srv.script = [](int n) { return n == 1 ? step{step::respond, 429, {{"Retry-After", "5"}}} : step{}; };
-  client_t c(quick().max_retries(0), clock);
+  client_t c(quick().max_retries(0).max_host_hold(5min), clock);
   completion<result_t> first, held;
   spawn(io, call(c, srv.at(), get()), first);
   BOOST_REQUIRE(run_until(io, [&] { return first.done(); }));
@@ -475,7 +501,7 @@ BOOST_AUTO_TEST_CASE(a_call_cancelled_while_held_ends_aborted_unsent_and_zero_ma
 
   server fresh(io);
   fresh.script = srv.script;
-  client_t unheld(quick().max_retries(0).max_host_hold(0s), clock);
+  client_t unheld(quick().max_retries(0), clock);  // max_host_hold: 0 by default
   completion<result_t> a, b;
   spawn(io, call(unheld, fresh.at(), get()), a);
   BOOST_REQUIRE(run_until(io, [&] { return a.done(); }));

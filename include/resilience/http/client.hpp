@@ -23,10 +23,10 @@
 //                    503 is honoured with the backoff's jitter on top (never
 //                    sooner than asked); one past max_retry_after() or the
 //                    deadline ends the call with that response; else the backoff.
-//                    Such a Retry-After also holds the host back for the
-//                    client's later calls (max_host_hold()): an attempt
-//                    waits the rest of the hold, or the call ends at once
-//                    with error::rate_limited if it cannot;
+//                    With max_host_hold() (off by default) such a
+//                    Retry-After also holds the host back for the client's
+//                    other calls: an attempt waits the rest of the hold, or
+//                    the call ends at once with error::rate_limited;
 //   throttle         adaptive_throttle(), none by default: one per endpoint
 //                    key; refuses a share of attempts to a host that keeps
 //                    turning them away (error::throttled, not retried);
@@ -379,13 +379,14 @@ class basic_client {
                                                   breaker_type& breaker, resilience::detail::throttle_core* throttle,
                                                   tally& counts, const context& ctx);
 
-  // Before an attempt to a host held until `until`: the wait (the rest of
-  // the hold, and the backoff's jitter on top when Retry-After is jittered),
-  // or error::rate_limited at once when that would pass max_retry_after() or
-  // end at or past `limit` (the deadline, or the attempt's bound);
-  // deadline_exceeded when the deadline has passed; operation_aborted if the
-  // caller cancels the wait. A frame of its own, off the common path.
-  boost::asio::awaitable<error_code> wait_for_host(time_point until, time_point limit, const context& ctx,
+  // Before an attempt to a held host: the wait (the rest of the hold, and
+  // when Retry-After is jittered a spread of up to the hold's length on top),
+  // or error::rate_limited at once when the rest would pass
+  // max_retry_after() or reach `limit` (the deadline, or the attempt's
+  // bound); deadline_exceeded when the deadline has passed;
+  // operation_aborted if the caller cancels the wait. A frame of its own,
+  // off the common path.
+  boost::asio::awaitable<error_code> wait_for_host(detail::host_hold hold, time_point limit, const context& ctx,
                                                    tally& counts);
 
   // A 429 or 503 response with a Retry-After holds its host (max_host_hold()).

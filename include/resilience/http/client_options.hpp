@@ -104,15 +104,17 @@ class client_options {
   client_options jitter_retry_after(bool on = true) const {
     return resilience::detail::with_option(*this, &client_options::retry_after_, retry_after_.jittered(on));
   }
-  // A 429 or 503 with a Retry-After holds back this client's later calls to
-  // that host (endpoint key) too, not only the call that got it: an attempt
-  // that would start before the moment named waits the rest (and the
-  // backoff's jitter on top, as a retry does) if that fits max_retry_after()
-  // and the call's deadline, else the call ends at once with
-  // error::rate_limited, unsent. A hold lasts what the server asked, at most
-  // this long; zero turns holding off (each call then learns the Retry-After
-  // for itself, by sending). 5 min: a server asking for longer is taken at
-  // its word for that long, then sent one call to ask again.
+  // Zero, the default: each call honours the Retry-After it gets, in its
+  // own retries, as Polly and Resilience4j do. Positive: a 429 or 503 with a
+  // Retry-After also holds back this client's other and later calls to that
+  // host (endpoint key), for what the server asked and at most this long: an
+  // attempt that would start in the hold waits the rest, spread over up to
+  // the hold's length on top when Retry-After is jittered, if the rest fits
+  // max_retry_after() and the call's time, else the call ends at once with
+  // error::rate_limited, unsent. For APIs that limit each client and ask it
+  // to stop (RFC 9110 §10.2.3). Off by default because against a server that
+  // sheds bursts with a short Retry-After it costs more than it saves: every
+  // held call waits out each 503 (docs/http/client.md has the figures).
   client_options max_host_hold(duration d) const {
     if (d < duration::zero()) throw std::invalid_argument("http::client_options::max_host_hold: must not be negative");
     return resilience::detail::with_option(*this, &client_options::max_hold_, d);
@@ -269,7 +271,7 @@ class client_options {
   resilience::backoff backoff_ =
       resilience::backoff::exponential(std::chrono::seconds(2), 2.0, std::chrono::seconds(30)).with_jitter(jitter::full);
   retry_after_delay retry_after_ = retry_after_delay{}.max_retry_after(std::chrono::seconds(30));
-  duration max_hold_ = std::chrono::minutes(5);
+  duration max_hold_{};  // no hold
   http::classifier classifier_;
   breaker_options breaker_ = breaker_options{}
                                  .failure_ratio(0.5)

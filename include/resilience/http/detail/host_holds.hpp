@@ -11,15 +11,21 @@
 
 namespace resilience::http::detail {
 
+// A host's hold: no attempt before `until`; `length` is how long the
+// Retry-After that set it asked for (what held calls spread their return over).
+struct host_hold {
+  time_point until = time_point::min();
+  duration length{};
+  explicit operator bool() const noexcept { return until != time_point::min(); }
+};
+
 class host_holds {
  public:
-  // When `key` may take its next attempt, if that is after `now`;
-  // time_point::min() when it is not held. While no host is held this is
-  // one atomic load: no lock, no lookup.
-  time_point until(const std::string& key, time_point now) const;
-  // No attempt to `key` before `at`; a later hold it has stands. `now`
-  // tells which entries have expired.
-  void hold(const std::string& key, time_point at, time_point now);
+  // The hold of `key`, if it lasts past `now`; an empty one otherwise. While
+  // no host is held this is one atomic load: no lock, no lookup.
+  host_hold find(const std::string& key, time_point now) const;
+  // No attempt to `key` before now + length; a later hold it has stands.
+  void hold(const std::string& key, duration length, time_point now);
 
  private:
   // The latest hold of any host: `now` past it means none is held.
@@ -27,7 +33,7 @@ class host_holds {
   mutable std::mutex mutex_;
   // Expired entries are dropped when it has doubled since they last were:
   // it holds at most about twice as many keys as hosts held at once.
-  std::unordered_map<std::string, time_point> holds_;
+  std::unordered_map<std::string, host_hold> holds_;
   std::size_t prune_at_ = 16;
 };
 

@@ -66,110 +66,120 @@ auto basic_client<Clock>::attempt(const endpoint& to, const std::string& key, Re
   const auto caller = co_await asio::this_coro::cancellation_state;
   if (caller.cancelled() != asio::cancellation_type::none) co_return error_code(asio::error::operation_aborted);
   ctx.set(request_may_have_been_sent, false);
-  // Another call's Retry-After from this host (a later one may extend it
-  // during the wait: looked at again after it).
-  for (time_point until; (until = holds_.until(key, clock_.now())) != time_point::min();) {
-    if (const error_code held = co_await wait_for_host(until, ctx.deadline, ctx, counts)) co_return held;
-  }
-  // The throttle first: one it admits that the breaker then refuses counts
-  // for nothing, as it reached no server.
-  error_code refused;
-  breaker_permit permit;
-  if (throttle && !throttle->admit(resilience::detail::coarse_now(clock_))) {
-    refused = error::throttled;
-  } else if (!(permit = breaker.try_acquire())) {
-    refused = error::circuit_open;
-  }
-  if (refused) {
-    const bool throws = co_await asio::this_coro::throw_if_cancelled();
-    co_await asio::this_coro::throw_if_cancelled(false);
-    co_await resilience::detail::yield_after_refusal<asio::any_io_executor>(throws);
-    co_return refused;
-  }
-  counts.attempts = ctx.attempt;
+  // Once more from the top when the attempt finds its host held after it
+  // took its permit (a 429 came while it waited for a connection): the
+  // permit and the connection go back, and the wait is the call's, not the
+  // attempt's, so it spends none of attempt_timeout().
+  for (;;) {
+    // Another call's Retry-After from this host (a later one may extend it
+    // during the wait: looked at again after it).
+    while (const detail::host_hold hold = holds_.find(key, clock_.now())) {
+      if (const error_code held = co_await wait_for_host(hold, ctx.deadline, ctx, counts)) co_return held;
+    }
+    // The throttle first: one it admits that the breaker then refuses counts
+    // for nothing, as it reached no server.
+    error_code refused;
+    breaker_permit permit;
+    if (throttle && !throttle->admit(resilience::detail::coarse_now(clock_))) {
+      refused = error::throttled;
+    } else if (!(permit = breaker.try_acquire())) {
+      refused = error::circuit_open;
+    }
+    if (refused) {
+      const bool throws = co_await asio::this_coro::throw_if_cancelled();
+      co_await asio::this_coro::throw_if_cancelled(false);
+      co_await resilience::detail::yield_after_refusal<asio::any_io_executor>(throws);
+      co_return refused;
+    }
+    counts.attempts = ctx.attempt;
 
-  // attempt_timeout(), or the call's deadline if that comes first.
-  const time_point start = clock_.now();
-  const time_point own = saturating_add(start, options_.attempt_timeout());
-  const bool deadline_first = ctx.deadline <= own;
-  const bounded_by bound{deadline_first ? ctx.deadline : own,
-                         deadline_first ? error::deadline_exceeded : error::timeout};
+    // attempt_timeout(), or the call's deadline if that comes first.
+    const time_point start = clock_.now();
+    const time_point own = saturating_add(start, options_.attempt_timeout());
+    const bool deadline_first = ctx.deadline <= own;
+    const bounded_by bound{deadline_first ? ctx.deadline : own,
+                           deadline_first ? error::deadline_exceeded : error::timeout};
 
-  std::optional<outcome<T>> out;
-  bool held_back = false;  // ended by a host's hold: nothing for the breaker to judge
-  try {
-    // A request that may be sent twice takes an idle connection without
-    // the peek (a syscall on every reuse): if the server had closed it, the
-    // exchange fails before a byte of a response arrives, and the request
-    // goes once more, on a connection checked or new, within this attempt.
-    const bool replayable = ctx.value_or(http::idempotent, false);
-    const auto executor = co_await asio::this_coro::executor;
-    const asio::execution_context* const on = &asio::query(executor, asio::execution::context);
-    time_point now = start;
-    for (bool resend = false;; resend = true) {
-      if (resend) {
-        // Once more, on a connection looked at, within what is left of the attempt.
-        now = clock_.now();
-        if (caller.cancelled() != asio::cancellation_type::none) break;
+    std::optional<outcome<T>> out;
+    bool held = false;  // found its host held before sending: from the top
+    try {
+      // A request that may be sent twice takes an idle connection without
+      // the peek (a syscall on every reuse): if the server had closed it, the
+      // exchange fails before a byte of a response arrives, and the request
+      // goes once more, on a connection checked or new, within this attempt.
+      const bool replayable = ctx.value_or(http::idempotent, false);
+      const auto executor = co_await asio::this_coro::executor;
+      const asio::execution_context* const on = &asio::query(executor, asio::execution::context);
+      time_point now = start;
+      for (bool resend = false;; resend = true) {
+        if (resend) {
+          // Once more, on a connection looked at, within what is left of the attempt.
+          now = clock_.now();
+          if (caller.cancelled() != asio::cancellation_type::none) break;
+          if (now >= bound.at) {
+            out.emplace(outcome<T>::from_error(bound.reason));
+            break;
+          }
+        }
+        std::optional<connection_lease> lease = pool_.reuse(key, now, on, resend || !replayable);
+        const bool unchecked = lease && !resend && replayable;
+        if (!lease) {
+          // No idle connection: a wait for one, or a new one, under a bound of
+          // its own (the pool's wait is a coroutine, which no slot reaches).
+          auto acquired = co_await resilience::detail::run_bounded<lease_result, asio::any_io_executor>(
+              [this, &to] { return pool_.acquire(to); }, ctx, clock_,
+              // (An attempt bound by nothing has time_point::max(): no
+              // subtraction from it, which a clock before its epoch overflows.)
+              resend && bound.at != time_point::max() ? bound.at - now : options_.attempt_timeout(),
+              asio::cancellation_type::terminal);
+          now = clock_.now();
+          if (acquired) {
+            lease.emplace(std::move(*acquired));
+          } else {
+            out.emplace(outcome<T>::from_error(resend && now >= bound.at ? bound.reason : acquired.error()));
+          }
+        }
+        if (!lease || caller.cancelled() != asio::cancellation_type::none) break;
         if (now >= bound.at) {
           out.emplace(outcome<T>::from_error(bound.reason));
           break;
         }
-      }
-      std::optional<connection_lease> lease = pool_.reuse(key, now, on, resend || !replayable);
-      const bool unchecked = lease && !resend && replayable;
-      if (!lease) {
-        // No idle connection: a wait for one, or a new one, under a bound of
-        // its own (the pool's wait is a coroutine, which no slot reaches).
-        auto acquired = co_await resilience::detail::run_bounded<lease_result, asio::any_io_executor>(
-            [this, &to] { return pool_.acquire(to); }, ctx, clock_,
-            // (An attempt bound by nothing has time_point::max(): no
-            // subtraction from it, which a clock before its epoch overflows.)
-            resend && bound.at != time_point::max() ? bound.at - now : options_.attempt_timeout(),
-            asio::cancellation_type::terminal);
-        now = clock_.now();
-        if (acquired) {
-          lease.emplace(std::move(*acquired));
-        } else {
-          out.emplace(outcome<T>::from_error(resend && now >= bound.at ? bound.reason : acquired.error()));
-        }
-      }
-      if (!lease || caller.cancelled() != asio::cancellation_type::none) break;
-      if (now >= bound.at) {
-        out.emplace(outcome<T>::from_error(bound.reason));
-        break;
-      }
-      // A 429 or 503 from this host may have come while this attempt waited
-      // for its connection or tried one the server had closed: the hold
-      // binds it too. (One atomic load while no host is held.)
-      if (const time_point until = holds_.until(key, now); until != time_point::min()) {
-        lease->keep_alive(now);
-        if (const error_code held = co_await wait_for_host(until, bound.at, ctx, counts)) {
-          out.emplace(outcome<T>::from_error(held));
-          held_back = held == error::rate_limited;
+        // A 429 or 503 from this host may have come while this attempt
+        // waited for its connection or tried one the server had closed.
+        // (One atomic load while no host is held.)
+        if (holds_.find(key, now)) {
+          lease->keep_alive(now);
+          held = true;
           break;
         }
-        continue;  // on a connection looked at, within what is left of the attempt
+        const bool again = co_await exchange<ResBody>(*lease, req, ctx, bound, now, unchecked, executor, out);
+        // Before the connection goes back to the pool, where a call waiting
+        // for it (on another thread, perhaps) would not see the hold yet.
+        if (out && options_.max_host_hold() > duration::zero()) note_hold(key, *out);
+        if (!again) break;
       }
-      if (!co_await exchange<ResBody>(*lease, req, ctx, bound, now, unchecked, executor, out)) break;
+    } catch (...) {
+      out.emplace(outcome<T>::from_current_exception());
     }
-  } catch (...) {
-    out.emplace(outcome<T>::from_current_exception());
-  }
-  if (caller.cancelled() != asio::cancellation_type::none)
-    out.emplace(outcome<T>::from_error(asio::error::operation_aborted));  // final, whatever the attempt did
-  if (out->cancelled() || held_back) {
-    permit.release();
-  } else {
-    permit.record(resilience::detail::classify(http::breaker_classifier{}, *out, ctx));
-    if (options_.max_host_hold() > duration::zero()) note_hold(key, *out);
-    if (throttle) {
+    if (caller.cancelled() != asio::cancellation_type::none) {
+      out.emplace(outcome<T>::from_error(asio::error::operation_aborted));  // final, whatever the attempt did
+    } else if (held) {
+      permit.release();
+      continue;
+    }
+    if (out->cancelled()) {
+      permit.release();
+    } else {
+      permit.record(resilience::detail::classify(http::breaker_classifier{}, *out, ctx));
+      // The throttle judges the host by what reached it: an attempt that
+      // ended here (no connection in time, the deadline) says nothing.
       const auto* r = http::detail::response_of(*out);
-      throttle->record(resilience::detail::coarse_now(clock_),
-                       r && r->result_int() != 429 && r->result_int() < 500);
+      if (throttle && (r || ctx.value_or(request_may_have_been_sent, false))) {
+        throttle->record(resilience::detail::coarse_now(clock_), r && r->result_int() != 429 && r->result_int() < 500);
+      }
     }
+    co_return resilience::detail::take(std::move(*out));
   }
-  co_return resilience::detail::take(std::move(*out));
 }
 
 template <resilience::clock Clock>
@@ -282,23 +292,31 @@ auto basic_client<Clock>::exchange(connection_lease& lease, Request& req, const 
 }
 
 template <resilience::clock Clock>
-boost::asio::awaitable<error_code> basic_client<Clock>::wait_for_host(time_point until, time_point limit,
+boost::asio::awaitable<error_code> basic_client<Clock>::wait_for_host(detail::host_hold hold, time_point limit,
                                                                         const context& ctx, tally& counts) {
   namespace asio = boost::asio;
   const time_point now = clock_.now();
   if (now >= ctx.deadline) co_return error_code(error::deadline_exceeded);
-  duration wait = until - now;
-  if (options_.retry_after().is_jittered()) {
-    delay_sequence spread{options_.backoff()};
-    wait = resilience::detail::saturating_sum(wait, spread.next(retry_.random()).actual);
-  }
+  const duration rest = hold.until - now;
+  const bool bounded = limit != time_point::max();
   // As a retry gives up on a Retry-After it cannot wait out (a wait that
   // ends at the deadline itself leaves the attempt no time).
-  if (until - now > options_.retry_after().max_retry_after() || wait >= limit - now) {
+  if (rest > options_.retry_after().max_retry_after() || (bounded && rest >= limit - now)) {
     const bool throws = co_await asio::this_coro::throw_if_cancelled();
     co_await asio::this_coro::throw_if_cancelled(false);
     co_await resilience::detail::yield_after_refusal<asio::any_io_executor>(throws);
     co_return error_code(error::rate_limited);
+  }
+  duration wait = rest;
+  if (options_.retry_after().is_jittered()) {
+    // Spread over up to the hold's own length past its end, so that the
+    // calls it held do not all come back at once (the backoff's first delay
+    // would be too narrow for a busy client's many calls), within half the
+    // time the call has left after the hold.
+    auto spread = duration(static_cast<duration::rep>(retry_.random().next_unit() *
+                                                       static_cast<double>(hold.length.count())));
+    if (bounded) spread = std::min(spread, (limit - now - rest) / 2);
+    wait += spread;
   }
   auto timer = clock_.make_timer(co_await asio::this_coro::executor);
   timer.expires_after(wait);
@@ -316,7 +334,7 @@ void basic_client<Clock>::note_hold(const std::string& key, const outcome<T>& o)
   if (!r || (r->result_int() != 429 && r->result_int() != 503)) return;
   if (const auto asked = options_.retry_after().requested(*r); asked && *asked > duration::zero()) {
     const time_point now = clock_.now();
-    holds_.hold(key, saturating_add(now, std::min(*asked, options_.max_host_hold())), now);
+    holds_.hold(key, std::min(*asked, options_.max_host_hold()), now);
   }
 }
 
