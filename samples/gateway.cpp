@@ -5,7 +5,7 @@
 //   - the inbound deadline (grpc-timeout) bounds the upstream call, passed on
 //     in one argument; past it the client gets 504;
 //   - the upstream call retries (honouring Retry-After, never sooner), under
-//     a retry budget shared by every call, with a breaker per upstream host;
+//     a retry budget and a breaker per upstream host;
 //   - at most 64 requests are served at once: the next get 503 at once;
 //   - /metrics serves OpenTelemetry's HTTP metrics for both sides, with the
 //     service's own counter, in Prometheus' text format.
@@ -22,7 +22,6 @@
 #include <resilience/http/server.hpp>
 #include <resilience/http/telemetry.hpp>
 #include <resilience/metrics.hpp>
-#include <resilience/retry_budget.hpp>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -55,7 +54,7 @@ class gateway {
         failed_(telemetry.counter("gateway.quotes", {{"outcome", "failed"}})),
         refused_(telemetry.counter("gateway.retries.refused", {}, "Retries the budget refused.")),
         client_(rhttp::client_options{}
-                    .budget(budget_)  // retries stop when many upstream calls fail
+                    .budget_per_host(rhttp::retry_throttle_settings{10, 0.1})  // retries stop when most calls fail
                     .on_budget_refused([this](const resilience::budget_refusal&) { refused_.add(); })
                     .on_call_finished([this, meter = rhttp::client_meter{telemetry}](const rhttp::client_call_event& e) {
                       meter(e);
@@ -64,7 +63,8 @@ class gateway {
         server_(rhttp::with_metrics_page(telemetry, "/metrics", handler{this}),
                 rhttp::server_options{}
                     .max_concurrent(64)
-                    .on_request_finished(rhttp::server_meter{telemetry})) {}
+                    .on_request_finished(rhttp::server_meter{telemetry})
+                    .on_slow_client(rhttp::server_meter{telemetry})) {}
 
   asio::awaitable<void> run(asio::ip::tcp::acceptor& acceptor) { return server_.run(acceptor); }
   void drain() { server_.drain(); }
@@ -101,7 +101,6 @@ class gateway {
 
   rhttp::endpoint upstream_;
   resilience::metric_counter_ref quotes_, failed_, refused_;
-  resilience::retry_throttle budget_{10, 0.1};  // gRPC's retry throttling
   std::uint64_t attempts_ = 0;
   rhttp::client client_;
   rhttp::server<rhttp::metrics_page_handler<handler>> server_;
