@@ -474,6 +474,7 @@ BOOST_AUTO_TEST_CASE(a_call_waiting_for_a_connection_when_the_429_comes_is_held_
       BOOST_REQUIRE(run_until(io, [&] { return waiting.done(); }));
       BOOST_TEST((error_of(waiting) == resilience::error::rate_limited), "5 s of hold, 2 s of max_retry_after");
       BOOST_TEST(srv.requests == 1);
+      BOOST_TEST(finished.back().attempts == 0u, "it gave its permit back unsent");
     }
     const auto m = c.breakers().breaker_for(srv.at().key())->metrics();
     BOOST_TEST(m.failures == 0u);

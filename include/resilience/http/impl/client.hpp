@@ -165,6 +165,7 @@ auto basic_client<Clock>::attempt(const endpoint& to, const std::string& key, Re
       out.emplace(outcome<T>::from_error(asio::error::operation_aborted));  // final, whatever the attempt did
     } else if (held) {
       permit.release();
+      counts.attempts = ctx.attempt - 1;  // this one has not been made yet
       continue;
     }
     if (out->cancelled()) {
