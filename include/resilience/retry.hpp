@@ -56,6 +56,7 @@
 #include <resilience/outcome.hpp>
 #include <resilience/random.hpp>
 #include <resilience/retry_budget.hpp>
+#include <resilience/detail/retry_support.hpp>
 #include <resilience/detail/with_option.hpp>
 #include <resilience/stage.hpp>
 
@@ -168,39 +169,6 @@ struct retry_options {
 
 namespace detail {
 
-// Compiled in lib/: the text of a log line, and a failure's description.
-std::string describe_failure(const std::exception_ptr& ex, const error_code& ec);
-std::string format_retry_line(std::uint32_t attempt, std::uint32_t max_attempts, std::string_view failure,
-                              duration backoff, duration delay);
-std::string format_budget_line(std::uint32_t attempt, std::uint32_t max_attempts, std::string_view failure);
-
-// A value that fails without an error code (an HTTP 503 response) is
-// described by `describe_result(const T&)`, found by argument-dependent
-// lookup in T's namespace, when the application declares one:
-//   std::string describe_result(const response& r) { return "HTTP " + std::to_string(r.status); }
-template <class T>
-concept describable_result = requires(const T& v) {
-  { describe_result(v) } -> std::convertible_to<std::string>;
-};
-
-template <class T>
-std::string describe_outcome(const outcome<T>& o) {
-  if constexpr (!std::is_void_v<T> && describable_result<T>) {
-    if (o.has_value() && !o.error()) return std::string(describe_result(o.value()));
-  }
-  return describe_failure(o.exception(), o.error());
-}
-
-template <class T>
-inline constexpr bool is_reference_wrapper = false;
-template <class T>
-inline constexpr bool is_reference_wrapper<std::reference_wrapper<T>> = true;
-
-// a + b for delays (never negative), saturating as clock.hpp's saturating_add.
-inline duration saturating_sum(duration a, duration b) noexcept {
-  return saturating_add(time_point(a), b).time_since_epoch();
-}
-
 template <class T, class Executor, class Op, class Holder>
 boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx);
 
@@ -233,42 +201,6 @@ std::shared_ptr<const retry_listeners> with_listener(const std::shared_ptr<const
 }  // namespace detail
 
 namespace detail {
-
-// The budget a policy consults (retry_budget.hpp), by reference. Two calls
-// through function pointers per attempt when one is set; a null test when not.
-struct budget_ref {
-  void* budget = nullptr;
-  void (*record_fn)(void*, attempt_verdict, bool) noexcept = nullptr;
-  bool (*try_retry_fn)(void*) noexcept = nullptr;
-
-  void record(attempt_verdict v, bool first_attempt) const noexcept {
-    if (budget) record_fn(budget, v, first_attempt);
-  }
-  bool allows_retry() const noexcept { return !budget || try_retry_fn(budget); }
-  // As a budget itself (a client's options hold one for their policy).
-  bool try_retry() const noexcept { return allows_retry(); }
-  explicit operator bool() const noexcept { return budget != nullptr; }
-
-  template <class B>
-  static budget_ref to(B& b) noexcept {
-    return {&b,
-            [](void* p, attempt_verdict v, bool first) noexcept {
-              if constexpr (requires(B& x) { x.record(v, first); }) {
-                static_cast<B*>(p)->record(v, first);
-              } else {
-                static_cast<B*>(p)->record(v == attempt_verdict::retryable_failure, first);
-              }
-            },
-            [](void* p) noexcept -> bool { return static_cast<B*>(p)->try_retry(); }};
-  }
-};
-
-// How a settled attempt counts for a budget (attempt_verdict).
-template <class T>
-attempt_verdict verdict_of(const outcome<T>& o, bool retryable) noexcept {
-  if (retryable) return attempt_verdict::retryable_failure;
-  return o.failed() ? attempt_verdict::final_failure : attempt_verdict::success;
-}
 
 // wait_out_open_circuit(): a breaker's rejection waits until it lets a probe
 // through; every other failure is left to the generator set before.
@@ -462,26 +394,13 @@ class basic_retry_policy : public value_stage_base<basic_retry_policy<Classifier
   // Whether a breaker's rejection is retried (see wait_out_open_circuit).
   bool waits_out_open_circuit() const noexcept { return retries_open_circuit_; }
 
-  // Called by retry_loop when the budget refuses a retry.
+  // Called by retry_loop when the budget refuses a retry, and once per retry.
   template <class T>
-  void notify_budget_refused(std::uint32_t attempt, const outcome<T>& last) const {
-    if (!listeners_) return;
-    const std::string failure = detail::describe_outcome(last);
-    if (listeners_->logger) listeners_->logger(detail::format_budget_line(attempt, options_.max_attempts, failure));
-    if (listeners_->on_budget_refused)
-      listeners_->on_budget_refused(budget_refusal{attempt, options_.max_attempts, failure});
-  }
+  void notify_budget_refused(std::uint32_t attempt, const outcome<T>& last) const;
   bool budget_refusal_is_error() const noexcept { return budget_refusal_is_error_; }
 
-  // Called by retry_loop, once per retry.
   template <class T>
-  void notify_retry(const retry_event<T>& e) const {
-    on_retry_(e);
-    if (listeners_ && listeners_->logger) {
-      listeners_->logger(detail::format_retry_line(e.attempt, e.max_attempts, detail::describe_outcome(e.result), e.backoff,
-                                        e.delay));
-    }
-  }
+  void notify_retry(const retry_event<T>& e) const;
 
  private:
   basic_retry_policy(retry_options o, std::shared_ptr<const retry_listeners> l,
@@ -522,28 +441,9 @@ auto co_retry(Op op) {
                                                                                context{});
 }
 
-// Runs op under policy. See the top of this header.
+// Runs op under policy. See the top of this header. (Defined in impl/retry.hpp.)
 template <awaitable_op Op, class Policy>
-auto co_retry(Op op, Policy&& policy, const context& parent = {}) {
-  using P = std::remove_cvref_t<Policy>;
-  using T = detail::op_value_t<Op>;
-  using E = detail::op_executor_t<Op>;
-  if constexpr (detail::is_reference_wrapper<P>) {
-    // std::cref(policy): referred to, so it must outlive the call.
-    using Referred = std::remove_cv_t<typename P::type>;
-    return detail::retry_loop<T, E>(std::move(op), static_cast<const Referred*>(&policy.get()), parent);
-  } else {
-    // Copied (or moved) into the call: an awaitable that outlives a helper's
-    // local policy still has its own.
-    if constexpr (std::is_lvalue_reference_v<Policy> && !std::is_copy_constructible_v<P>) {
-      return detail::retry_loop<T, E>(std::move(op), static_cast<const P*>(&policy), parent);  // see Lifetimes
-    } else if constexpr (std::is_lvalue_reference_v<Policy>) {
-      return detail::retry_loop<T, E>(std::move(op), detail::copied_into_frame<P>(policy), parent);
-    } else {
-      return detail::retry_loop<T, E>(std::move(op), P(std::move(policy)), parent);
-    }
-  }
-}
+auto co_retry(Op op, Policy&& policy, const context& parent = {});
 
 }  // namespace resilience
 

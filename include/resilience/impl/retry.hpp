@@ -239,3 +239,51 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
 }  // namespace detail
 
 }  // namespace resilience
+
+namespace resilience {
+
+template <class Classifier, class OnRetry, class Clock, class Delay>
+template <class T>
+void basic_retry_policy<Classifier, OnRetry, Clock, Delay>::notify_budget_refused(std::uint32_t attempt,
+                                                                                  const outcome<T>& last) const {
+  if (!listeners_) return;
+  const std::string failure = detail::describe_outcome(last);
+  if (listeners_->logger) listeners_->logger(detail::format_budget_line(attempt, options_.max_attempts, failure));
+  if (listeners_->on_budget_refused)
+    listeners_->on_budget_refused(budget_refusal{attempt, options_.max_attempts, failure});
+}
+
+template <class Classifier, class OnRetry, class Clock, class Delay>
+template <class T>
+void basic_retry_policy<Classifier, OnRetry, Clock, Delay>::notify_retry(const retry_event<T>& e) const {
+  on_retry_(e);
+  if (listeners_ && listeners_->logger) {
+    listeners_->logger(detail::format_retry_line(e.attempt, e.max_attempts, detail::describe_outcome(e.result), e.backoff,
+                                      e.delay));
+  }
+}
+
+// co_retry(op, policy, parent): see the top of retry.hpp.
+template <awaitable_op Op, class Policy>
+auto co_retry(Op op, Policy&& policy, const context& parent) {
+  using P = std::remove_cvref_t<Policy>;
+  using T = detail::op_value_t<Op>;
+  using E = detail::op_executor_t<Op>;
+  if constexpr (detail::is_reference_wrapper<P>) {
+    // std::cref(policy): referred to, so it must outlive the call.
+    using Referred = std::remove_cv_t<typename P::type>;
+    return detail::retry_loop<T, E>(std::move(op), static_cast<const Referred*>(&policy.get()), parent);
+  } else {
+    // Copied (or moved) into the call: an awaitable that outlives a helper's
+    // local policy still has its own.
+    if constexpr (std::is_lvalue_reference_v<Policy> && !std::is_copy_constructible_v<P>) {
+      return detail::retry_loop<T, E>(std::move(op), static_cast<const P*>(&policy), parent);  // see Lifetimes
+    } else if constexpr (std::is_lvalue_reference_v<Policy>) {
+      return detail::retry_loop<T, E>(std::move(op), detail::copied_into_frame<P>(policy), parent);
+    } else {
+      return detail::retry_loop<T, E>(std::move(op), P(std::move(policy)), parent);
+    }
+  }
+}
+
+}  // namespace resilience

@@ -7,6 +7,49 @@
 
 namespace resilience::http {
 
+namespace detail {
+
+// Whether a message has a field: a walk of its fields comparing their enums
+// (find() compares names in a tree, about ten times the work for a few fields).
+template <class Fields>
+bool holds(const Fields& fields, boost::beast::http::field name) noexcept {
+  for (const auto& f : fields)
+    if (f.name() == name) return true;
+  return false;
+}
+
+// Whether an exchange on a kept-alive connection failed as one the server
+// had closed fails: the write refused, or the read ended (end of stream, a
+// reset, a TLS stream cut short) before a byte of a response.
+bool closed_before_answering(const boost::system::error_code& ec, bool got_some) noexcept;
+
+// A body read from a file as it is written (Beast's file_body): its writer
+// starts at the file's position, so a retry must put it back.
+template <class V>
+concept file_backed_body = requires(V& v, boost::system::error_code& ec) {
+  { v.file().pos(ec) } -> std::convertible_to<std::uint64_t>;
+  v.file().seek(std::uint64_t{}, ec);
+};
+template <class V>
+std::uint64_t body_position(V& v) noexcept {
+  if constexpr (file_backed_body<V>) {
+    boost::system::error_code ec;
+    const std::uint64_t at = v.file().pos(ec);
+    return ec ? 0 : at;
+  } else {
+    return 0;
+  }
+}
+template <class V>
+void rewind_body(V& v, [[maybe_unused]] std::uint64_t to) noexcept {
+  if constexpr (file_backed_body<V>) {
+    boost::system::error_code ignored;  // a file that cannot seek fails the next write instead
+    v.file().seek(to, ignored);
+  }
+}
+
+}  // namespace detail
+
 template <resilience::clock Clock>
 template <class ResBody, class Held>
 boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> basic_client<Clock>::call(

@@ -1,0 +1,90 @@
+// Parts of retry.hpp that are not its API: how a failure is described in a
+// log line, and the reference to a retry budget a policy consults. Not to be
+// included on its own.
+#pragma once
+
+#include <resilience/clock.hpp>
+#include <resilience/error.hpp>
+#include <resilience/outcome.hpp>
+#include <resilience/retry_budget.hpp>
+
+#include <concepts>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+namespace resilience::detail {
+
+// Compiled in lib/: the text of a log line, and a failure's description.
+std::string describe_failure(const std::exception_ptr& ex, const error_code& ec);
+std::string format_retry_line(std::uint32_t attempt, std::uint32_t max_attempts, std::string_view failure,
+                              duration backoff, duration delay);
+std::string format_budget_line(std::uint32_t attempt, std::uint32_t max_attempts, std::string_view failure);
+
+// A value that fails without an error code (an HTTP 503 response) is
+// described by `describe_result(const T&)`, found by argument-dependent
+// lookup in T's namespace, when the application declares one:
+//   std::string describe_result(const response& r) { return "HTTP " + std::to_string(r.status); }
+template <class T>
+concept describable_result = requires(const T& v) {
+  { describe_result(v) } -> std::convertible_to<std::string>;
+};
+
+template <class T>
+std::string describe_outcome(const outcome<T>& o) {
+  if constexpr (!std::is_void_v<T> && describable_result<T>) {
+    if (o.has_value() && !o.error()) return std::string(describe_result(o.value()));
+  }
+  return describe_failure(o.exception(), o.error());
+}
+
+// The budget a policy consults (retry_budget.hpp), by reference. Two calls
+// through function pointers per attempt when one is set; a null test when not.
+struct budget_ref {
+  void* budget = nullptr;
+  void (*record_fn)(void*, attempt_verdict, bool) noexcept = nullptr;
+  bool (*try_retry_fn)(void*) noexcept = nullptr;
+
+  void record(attempt_verdict v, bool first_attempt) const noexcept {
+    if (budget) record_fn(budget, v, first_attempt);
+  }
+  bool allows_retry() const noexcept { return !budget || try_retry_fn(budget); }
+  // As a budget itself (a client's options hold one for their policy).
+  bool try_retry() const noexcept { return allows_retry(); }
+  explicit operator bool() const noexcept { return budget != nullptr; }
+
+  template <class B>
+  static budget_ref to(B& b) noexcept {
+    return {&b,
+            [](void* p, attempt_verdict v, bool first) noexcept {
+              if constexpr (requires(B& x) { x.record(v, first); }) {
+                static_cast<B*>(p)->record(v, first);
+              } else {
+                static_cast<B*>(p)->record(v == attempt_verdict::retryable_failure, first);
+              }
+            },
+            [](void* p) noexcept -> bool { return static_cast<B*>(p)->try_retry(); }};
+  }
+};
+
+// How a settled attempt counts for a budget (attempt_verdict).
+template <class T>
+attempt_verdict verdict_of(const outcome<T>& o, bool retryable) noexcept {
+  if (retryable) return attempt_verdict::retryable_failure;
+  return o.failed() ? attempt_verdict::final_failure : attempt_verdict::success;
+}
+
+template <class T>
+inline constexpr bool is_reference_wrapper = false;
+template <class T>
+inline constexpr bool is_reference_wrapper<std::reference_wrapper<T>> = true;
+
+// a + b for delays (never negative), saturating as clock.hpp's saturating_add.
+inline duration saturating_sum(duration a, duration b) noexcept {
+  return saturating_add(time_point(a), b).time_since_epoch();
+}
+
+}  // namespace resilience::detail
