@@ -110,4 +110,21 @@ auto basic_connection_pool<Clock>::open(const endpoint& to) -> boost::asio::awai
   co_return std::make_unique<connection>(std::move(tls));
 }
 
+template <resilience::clock Clock>
+std::optional<connection_lease> basic_connection_pool<Clock>::reuse(const std::string& key, time_point now,
+                                                                    const boost::asio::execution_context* on,
+                                                                    bool check_peer) {
+  sweep_now_and_then(now);
+  for (;;) {
+    pool_core::acquired a = core_.acquire(key, now, nullptr, on, true);
+    if (a.how != pool_core::grant::reused) return std::nullopt;
+    std::optional<connection_lease> lease(std::in_place, core_, *a.where, std::move(a.conn));
+    if (!check_peer || !(*lease)->peer_closed()) {
+      ++(*lease)->reuses_;
+      return lease;
+    }
+    lease->close(close_reason::peer_closed);  // look once more
+  }
+}
+
 }  // namespace resilience::http
