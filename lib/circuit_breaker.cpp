@@ -1,5 +1,6 @@
 // The breaker's state machine (detail/breaker_core.hpp) beyond the closed
 // path: transitions, open and half-open periods, probes, manual control.
+#include <resilience/error.hpp>
 #include <resilience/detail/breaker_core.hpp>
 
 #include <algorithm>
@@ -45,6 +46,19 @@ std::uint32_t successes_of(std::uint64_t probes) noexcept { return static_cast<s
 // rethrow_hook_error). The first one wins: later ones in the same call are
 // consequences of the same call.
 thread_local std::exception_ptr hook_error;
+thread_local event_sink* events_here = nullptr;
+
+event_kind kind_of(circuit_state s) noexcept {
+  switch (s) {
+    case circuit_state::closed: return event_kind::circuit_closed;
+    case circuit_state::open: return event_kind::circuit_opened;
+    case circuit_state::half_open: return event_kind::circuit_half_opened;
+    case circuit_state::isolated: return event_kind::circuit_isolated;
+    case circuit_state::disabled: return event_kind::circuit_disabled;
+    case circuit_state::metrics_only: return event_kind::circuit_metrics_only;
+  }
+  return event_kind::circuit_closed;
+}
 
 void keep_hook_error(std::exception_ptr e) noexcept {
   if (!hook_error) hook_error = std::move(e);
@@ -71,6 +85,8 @@ void run_hook(const F& f, const Event& e) noexcept {
 }
 
 }  // namespace
+
+event_sink*& breaker_events_here() noexcept { return events_here; }
 
 breaker_core::breaker_core(breaker_options options, clock_ref clock)
     : word_(make_word(circuit_state::closed, 0)),
@@ -207,6 +223,11 @@ bool breaker_core::transition(std::uint64_t expected, circuit_state to, time_poi
   }
   if (from != to && options_.on_state_change())
     run_hook(options_.on_state_change(), state_change{from, to, epoch, now, open_for});
+  if (from != to && events_here) {
+    event e{kind_of(to)};
+    e.delay = open_for;
+    events_here->on_event(e);
+  }
   return true;
 }
 
@@ -222,6 +243,13 @@ void breaker_core::move_to(circuit_state target) {
 breaker_ticket breaker_core::reject(circuit_state s, duration retry_after) noexcept {
   rejections_.fetch_add(1, std::memory_order_relaxed);
   if (options_.on_rejection()) run_hook(options_.on_rejection(), rejection{s, retry_after});
+  if (events_here) {
+    event e{event_kind::circuit_rejected};
+    e.outcome = call_outcome::error;
+    e.delay = retry_after;
+    e.error = resilience::error::circuit_open;
+    events_here->on_event(e);
+  }
   return {0, retry_after, admission::rejected};
 }
 

@@ -1,4 +1,3 @@
-#include <resilience/bulkhead.hpp>
 #include <resilience/metrics.hpp>
 
 #include <boost/system/system_error.hpp>
@@ -16,31 +15,6 @@ namespace resilience {
 namespace {
 
 constexpr duration longest_bound = std::chrono::hours(24);
-
-// What each kind of hook counts, by event index.
-enum hook_kind : int { retry_hook, breaker_hook, bulkhead_hook, expiry_hook_kind, hook_kinds };
-
-struct event_label {
-  const char* event;
-  const char* outcome;
-};
-constexpr event_label retry_labels[] = {{"on_retry", "error"}, {"on_retry", "exception"}};
-// Indexed by circuit_state, then the rejection.
-constexpr event_label breaker_labels[] = {
-    {"on_circuit_closed", "none"},   {"on_circuit_opened", "none"},   {"on_circuit_half_opened", "none"},
-    {"on_circuit_isolated", "none"}, {"on_circuit_disabled", "none"}, {"on_circuit_metrics_only", "none"},
-    {"on_circuit_rejected", "error"}};
-constexpr event_label bulkhead_labels[] = {{"on_bulkhead_queue_full", "error"}, {"on_bulkhead_wait_expired", "error"}};
-constexpr event_label expiry_labels[] = {{"on_timeout", "error"}, {"on_deadline", "error"}};
-
-std::span<const event_label> labels_of(int kind) {
-  switch (kind) {
-    case retry_hook: return retry_labels;
-    case breaker_hook: return breaker_labels;
-    case bulkhead_hook: return bulkhead_labels;
-    default: return expiry_labels;
-  }
-}
 
 void check_name(std::string_view name, const char* who, const char* field) {
   if (name.empty()) throw std::invalid_argument(std::string("metrics::") + who + ": " + field + " must not be empty");
@@ -116,10 +90,6 @@ metrics_options metrics_options::buckets(std::initializer_list<duration> bounds)
   return o;
 }
 
-void bulkhead_meter::operator()(const bulkhead_rejection& r) const noexcept {
-  series_->add(r.reason == bulkhead_reject_reason::queue_full ? 0 : 1);
-}
-
 namespace detail {
 
 call_outcome current_exception_outcome() noexcept {
@@ -146,7 +116,7 @@ struct metrics::registry {
   std::map<event_key, std::unique_ptr<detail::metric_counter>> events;
   std::map<attempt_key, std::unique_ptr<detail::metric_histogram>> attempts;
   std::map<pipeline_key, std::unique_ptr<detail::metric_histogram>> pipelines;
-  std::map<std::tuple<int, std::string, std::string>, std::unique_ptr<detail::event_series>> hooks;
+  std::map<std::string, std::unique_ptr<pipeline_events>, std::less<>> sinks;
   std::map<std::tuple<bool, std::string>, std::unique_ptr<detail::duration_series>> stages;
 
   // The application's instruments, by name.
@@ -180,24 +150,48 @@ struct metrics::user_series {
   detail::metric_histogram histogram;   // histograms
 };
 
+
+// One pipeline's sink: its counters by (event, outcome or none), found in
+// the registry the first time each is seen, then read without a lock.
+class metrics::pipeline_events final : public event_sink {
+ public:
+  pipeline_events(registry& r, std::string name) : registry_(r), name_(std::move(name)) {}
+
+  void on_event(const event& e) noexcept override {
+    const auto kind = static_cast<std::size_t>(e.kind);
+    if (kind >= event_kind_count) return;
+    const std::size_t outcome = e.outcome ? static_cast<std::size_t>(*e.outcome) + 1 : 0;
+    auto& slot = cells_[kind * (call_outcome_count + 1) + outcome];
+    detail::metric_counter* c = slot.load(std::memory_order_acquire);
+    if (!c) [[unlikely]] {
+      try {
+        std::lock_guard lock(registry_.mutex);
+        c = registry::cell(registry_.events,
+                           registry::event_key{name_, e.strategy(), e.name(), e.outcome ? to_string(*e.outcome) : "none"});
+      } catch (...) {
+        return;  // no memory for a new series: this event goes uncounted
+      }
+      slot.store(c, std::memory_order_release);
+    }
+    c->add();
+  }
+
+ private:
+  registry& registry_;
+  const std::string name_;
+  std::array<std::atomic<detail::metric_counter*>, event_kind_count*(call_outcome_count + 1)> cells_{};
+};
+
 metrics::metrics(metrics_options options) : options_(options), registry_(std::make_unique<registry>()) {}
 metrics::~metrics() = default;
 
-const detail::event_series* metrics::events(int kind, std::string_view pipeline, std::string_view strategy,
-                                            const char* who) {
-  check_name(pipeline, who, "pipeline");
-  check_name(strategy, who, "strategy");
+event_sink& metrics::events(std::string_view pipeline) & {
+  check_name(pipeline, "events", "pipeline");
   std::lock_guard lock(registry_->mutex);
-  auto& series = registry_->hooks[{kind, std::string(pipeline), std::string(strategy)}];
-  if (!series) {
-    auto s = std::make_unique<detail::event_series>();
-    const auto labels = labels_of(kind);
-    for (std::size_t i = 0; i < labels.size(); ++i)
-      s->counters[i] = registry::cell(registry_->events, registry::event_key{std::string(pipeline), std::string(strategy),
-                                                                            labels[i].event, labels[i].outcome});
-    series = std::move(s);
-  }
-  return series.get();
+  auto it = registry_->sinks.find(pipeline);
+  if (it == registry_->sinks.end())
+    it = registry_->sinks.emplace(std::string(pipeline), std::make_unique<pipeline_events>(*registry_, std::string(pipeline))).first;
+  return *it->second;
 }
 
 const detail::duration_series* metrics::durations(bool per_attempt, std::string_view pipeline, const char* who) {
@@ -302,18 +296,6 @@ metric_histogram_ref metrics::histogram(std::string_view name, const metric_labe
   return metric_histogram_ref(&s.histogram, family_bounds);
 }
 
-retry_meter metrics::retry_events(std::string_view pipeline, std::string_view strategy) & {
-  return retry_meter(events(retry_hook, pipeline, strategy, "retry_events"));
-}
-breaker_meter metrics::breaker_events(std::string_view pipeline, std::string_view strategy) & {
-  return breaker_meter(events(breaker_hook, pipeline, strategy, "breaker_events"));
-}
-bulkhead_meter metrics::bulkhead_events(std::string_view pipeline, std::string_view strategy) & {
-  return bulkhead_meter(events(bulkhead_hook, pipeline, strategy, "bulkhead_events"));
-}
-expiry_meter metrics::timeout_events(std::string_view pipeline, std::string_view strategy) & {
-  return expiry_meter(events(expiry_hook_kind, pipeline, strategy, "timeout_events"));
-}
 metered_stage metrics::stage(std::string_view pipeline) & {
   return metered_stage(durations(false, pipeline, "stage"), steady_clock{});
 }

@@ -52,10 +52,9 @@ class gateway {
       : upstream_(std::move(upstream)),
         quotes_(telemetry.counter("gateway.quotes", {{"outcome", "ok"}}, "Quotes answered, by outcome.")),
         failed_(telemetry.counter("gateway.quotes", {{"outcome", "failed"}})),
-        refused_(telemetry.counter("gateway.retries.refused", {}, "Retries the budget refused.")),
         client_(rhttp::client_options{}
                     .budget_per_host(rhttp::retry_throttle_settings{10, 0.1})  // retries stop when most calls fail
-                    .on_budget_refused([this](const resilience::budget_refusal&) { refused_.add(); })
+                    .events(telemetry.events("upstream"))  // retries, refusals, breaker: on /metrics
                     .on_call_finished([this, meter = rhttp::client_meter{telemetry}](const rhttp::client_call_event& e) {
                       meter(e);
                       attempts_ += e.attempts;
@@ -63,6 +62,7 @@ class gateway {
         server_(rhttp::with_metrics_page(telemetry, "/metrics", handler{this}),
                 rhttp::server_options{}
                     .max_concurrent(64)
+                    .events(telemetry.events("gateway"))  // shed, refused, 504, slow clients
                     .on_request_finished(rhttp::server_meter{telemetry})
                     .on_slow_client(rhttp::server_meter{telemetry})) {}
 
@@ -100,7 +100,7 @@ class gateway {
   }
 
   rhttp::endpoint upstream_;
-  resilience::metric_counter_ref quotes_, failed_, refused_;
+  resilience::metric_counter_ref quotes_, failed_;
   std::uint64_t attempts_ = 0;
   rhttp::client client_;
   rhttp::server<rhttp::metrics_page_handler<handler>> server_;
@@ -204,12 +204,14 @@ int main(int argc, char** argv) {
   for (std::size_t from = 0; from < page.size();) {
     const std::size_t end = std::min(page.find('\n', from), page.size());
     const std::string line = page.substr(from, end - from);
-    if (line.rfind("gateway_", 0) == 0 || line.find("_count{") != std::string::npos) fmt::print("  {}\n", line);
+    if (line.rfind("gateway_", 0) == 0 || line.rfind("resilience_strategy_events_total", 0) == 0 ||
+        line.find("_count{") != std::string::npos)
+      fmt::print("  {}\n", line);
     from = end + 1;
   }
   fmt::print("\nOne upstream request in 5 fails: more than gRPC's retry throttling (10 tokens, 0.1 back per\n"
              "success) lets through for long, so most 503s are passed on rather than retried\n"
-             "(gateway_retries_refused_total); a stalled request ends at the caller's deadline as 504.\n");
+             "(event_name=\"on_budget_refused\"); a stalled request ends at the caller's deadline as 504.\n");
   if (!page_file.empty()) {
     std::FILE* f = std::fopen(page_file.c_str(), "w");
     if (!f || std::fwrite(page.data(), 1, page.size(), f) != page.size() || std::fclose(f) != 0)

@@ -616,3 +616,56 @@ BOOST_AUTO_TEST_CASE(frees_every_frame_when_the_io_context_is_destroyed_mid_call
 // connection gets its own (the 200 used to be left for it).
 
 BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+struct recorded_events final : resilience::event_sink {
+  std::vector<resilience::event> seen;
+  void on_event(const resilience::event& e) noexcept override { seen.push_back(e); }
+};
+}  // namespace
+
+// One sink hears the server and the upstream calls its handler makes under
+// its context; a client with a sink of its own reports there instead.
+BOOST_AUTO_TEST_CASE(a_handlers_upstream_calls_report_to_the_servers_sink_unless_the_client_has_one) {
+  asio::io_context io;
+  manual_clock clock;
+  server upstream(io);
+  upstream.script = [](int n) { return n % 2 == 1 ? step{step::respond, 503} : step{}; };  // 1-based
+  recorded_events served, own;
+  client_t plain(quick(), clock), labelled(quick().events(own), clock);
+  client_t* upstream_client = &plain;
+  auto handler = [&](rhttp::server_request, const resilience::context& ctx)
+      -> asio::awaitable<bhttp::response<bhttp::string_body>> {
+    const auto r = co_await upstream_client->request(upstream.at(), get(), ctx);
+    co_return bhttp::response<bhttp::string_body>{r.has_error() ? bhttp::status::bad_gateway : r->result(), 11};
+  };
+  rhttp::guarded_handler guarded{handler, rhttp::server_options{}.events(served), clock};
+  const auto ask = [&](rhttp::server_request req) {
+    completion<bhttp::response<bhttp::string_body>> done;
+    spawn(io, guarded(std::move(req)), done);
+    BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+    BOOST_REQUIRE(done.value);
+    return done.value->result_int();
+  };
+  BOOST_TEST(ask({bhttp::verb::get, "/quote", 11}) == 200u);
+  BOOST_REQUIRE_EQUAL(served.seen.size(), 1u);
+  BOOST_TEST((served.seen[0].kind == resilience::event_kind::retry));
+  BOOST_TEST(served.seen[0].status == 503u, "the retried response's status");
+  BOOST_TEST(served.seen[0].attempt == 1u);
+  BOOST_TEST((served.seen[0].outcome == resilience::call_outcome::error));
+
+  upstream_client = &labelled;
+  BOOST_TEST(ask({bhttp::verb::get, "/quote", 11}) == 200u);
+  BOOST_TEST(served.seen.size() == 1u, "the client's own sink wins");
+  BOOST_REQUIRE_EQUAL(own.seen.size(), 1u);
+  BOOST_TEST(own.seen[0].status == 503u);
+
+  // The server's own refusal: a deadline header that does not parse.
+  rhttp::server_request garbled{bhttp::verb::get, "/quote", 11};
+  garbled.set("grpc-timeout", "soon");
+  BOOST_TEST(ask(std::move(garbled)) == 400u);
+  BOOST_REQUIRE_EQUAL(served.seen.size(), 2u);
+  BOOST_TEST((served.seen[1].kind == resilience::event_kind::request_refused));
+  BOOST_TEST(served.seen[1].status == 400u);
+  BOOST_TEST(!served.seen[1].outcome);
+}

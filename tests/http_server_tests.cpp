@@ -936,9 +936,8 @@ BOOST_AUTO_TEST_SUITE(http_metrics_page)
 
 BOOST_AUTO_TEST_CASE(the_page_is_served_at_its_path_and_everything_else_goes_to_the_handler) {
   resilience::metrics telemetry;
-  const auto retries = telemetry.retry_events("backend", "retry");
   const auto failed = resilience::outcome<int>::from_error(asio::error::connection_reset);
-  retries(resilience::retry_event<int>{1, 3, failed, std::chrono::milliseconds(100), std::chrono::milliseconds(50)});
+  telemetry.events("backend").on_event(resilience::detail::event_about(resilience::event_kind::retry, failed, 1));
   int handled = 0;
   const auto page = rhttp::with_metrics_page(
       telemetry, "/internal/metrics",

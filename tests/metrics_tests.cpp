@@ -44,11 +44,6 @@ namespace {
 using resilience::test::reset;
 using resilience::test::aborted;
 
-// Hooks are one pointer: the std::function in a breaker's or bulkhead's
-// options keeps them in place, without allocating.
-static_assert(sizeof(resilience::breaker_meter) == sizeof(void*));
-static_assert(sizeof(resilience::bulkhead_meter) == sizeof(void*));
-
 struct metrics_fixture {
   asio::io_context io;
   manual_clock clock;
@@ -98,10 +93,10 @@ BOOST_AUTO_TEST_CASE(a_retry_pipeline_counts_retries_attempts_and_the_whole_call
                         m.stage("backend"),
                         resilience::retry_policy{}
                             .max_attempts(4)
-                            .backoff(resilience::backoff::constant(100ms))
-                            .on_retry(m.retry_events("backend", "retry")),
+                            .backoff(resilience::backoff::constant(100ms)),
                         m.attempt_stage("backend"))
-                        .clock(clock);
+                        .clock(clock)
+                        .events(m.events("backend"));
   completion<error_code> done;
   spawn(io, call([&] { return wait(10ms, ++calls < 3 ? reset : error_code{}); }), done);
   clock.run(io);
@@ -126,25 +121,23 @@ BOOST_AUTO_TEST_CASE(a_retry_pipeline_counts_retries_attempts_and_the_whole_call
 }
 
 BOOST_AUTO_TEST_CASE(a_breaker_opening_and_rejecting_is_counted_and_ends_the_call_as_an_error) {
-  const auto hooks = m.breaker_events("backend", "breaker");
   resilience::basic_circuit_breaker<manual_clock> breaker(
-      resilience::breaker_options{}.consecutive_failures(2).open_duration(5s).on_state_change(hooks).on_rejection(hooks),
-      clock);
+      resilience::breaker_options{}.consecutive_failures(2).open_duration(5s), clock);
   // The breaker reads the manual clock: every stage must, from the start.
   const auto call = resilience::pipeline(m.stage("backend").clock(clock),
                                          resilience::retry_policy{}
                                              .max_attempts(5)
                                              .backoff(resilience::backoff::constant(100ms))
-                                             .on_retry(m.retry_events("backend", "retry"))
                                              .clock(clock),
-                                         breaker, m.attempt_stage("backend").clock(clock));
+                                         breaker, m.attempt_stage("backend").clock(clock))
+                        .events(m.events("backend"));
   completion<error_code> done;
   spawn(io, call(op(10ms, reset)), done);
   clock.run(io);
   BOOST_TEST(done.times == 1);
   BOOST_TEST((done.value == error_code(resilience::error::circuit_open)), "a rejection ends the retry");
-  BOOST_TEST(events("backend", "breaker", "on_circuit_opened", "none") == 1u);
-  BOOST_TEST(events("backend", "breaker", "on_circuit_rejected", "error") == 1u);
+  BOOST_TEST(events("backend", "circuit_breaker", "on_circuit_opened", "none") == 1u);
+  BOOST_TEST(events("backend", "circuit_breaker", "on_circuit_rejected", "error") == 1u);
   BOOST_TEST(events("backend", "retry", "on_retry", "error") == 2u);
   // The rejected third attempt never reached the op: only two attempts timed.
   BOOST_TEST(!sample("resilience.strategy.attempt.duration", {"backend", "3", "error"}));
@@ -157,10 +150,9 @@ BOOST_AUTO_TEST_CASE(bulkhead_rejections_are_counted_by_reason) {
   resilience::basic_bulkhead<manual_clock> pool(resilience::bulkhead_options{}
                                                     .max_concurrent(1)
                                                     .max_queue(1)
-                                                    .max_wait(50ms)
-                                                    .on_rejected(m.bulkhead_events("db", "bulkhead")),
+                                                    .max_wait(50ms),
                                                 clock);
-  const auto call = resilience::pipeline(m.stage("db").clock(clock), pool);
+  const auto call = resilience::pipeline(m.stage("db").clock(clock), pool).events(m.events("db"));
   std::vector<completion<error_code>> done(3);
   for (auto& d : done) spawn(io, call(op(1s)), d);  // one inside, one waits 50 ms, one finds the queue full
   clock.run(io);
@@ -175,9 +167,8 @@ BOOST_AUTO_TEST_CASE(bulkhead_rejections_are_counted_by_reason) {
 }
 
 BOOST_AUTO_TEST_CASE(a_timeout_is_counted_and_its_attempt_timed_to_the_bound) {
-  const auto call = resilience::pipeline(m.attempt_stage("svc"),
-                                         resilience::timeout(50ms).on_timeout(m.timeout_events("svc", "timeout")))
-                        .clock(clock);
+  const auto call =
+      resilience::pipeline(m.attempt_stage("svc"), resilience::timeout(50ms)).clock(clock).events(m.events("svc"));
   completion<error_code> done;
   spawn(io, call(op(1s)), done);
   clock.run(io);
@@ -202,13 +193,26 @@ BOOST_AUTO_TEST_CASE(attempt_numbers_past_four_share_one_series) {
   BOOST_TEST(sample("resilience.strategy.attempt.duration", {"svc", "5+", "error"})->count == 3u);
 }
 
-BOOST_AUTO_TEST_CASE(making_a_hook_again_reuses_its_series) {
-  const auto a = m.breaker_events("p", "b");
-  const auto b = m.breaker_events("p", "b");
-  a(resilience::rejection{resilience::circuit_state::open, 1s});
-  b(resilience::rejection{resilience::circuit_state::open, 1s});
-  BOOST_TEST(events("p", "b", "on_circuit_rejected", "error") == 2u);
+BOOST_AUTO_TEST_CASE(one_name_gives_one_sink_and_its_series) {
+  resilience::event_sink& a = m.events("p");
+  resilience::event_sink& b = m.events("p");
+  BOOST_TEST(&a == &b);
+  resilience::event rejected{resilience::event_kind::circuit_rejected};
+  rejected.outcome = resilience::call_outcome::error;
+  a.on_event(rejected);
+  b.on_event(rejected);
+  BOOST_TEST(events("p", "circuit_breaker", "on_circuit_rejected", "error") == 2u);
   BOOST_TEST(m.snapshot().families.size() == 1u, "series that recorded nothing are left out");
+}
+
+BOOST_AUTO_TEST_CASE(every_event_kind_has_a_name_and_a_strategy) {
+  for (std::size_t k = 0; k < resilience::event_kind_count; ++k) {
+    const auto kind = static_cast<resilience::event_kind>(k);
+    BOOST_TEST(std::string_view(resilience::to_string(kind)).starts_with("on_"));
+    BOOST_TEST(std::string_view(resilience::strategy_of(kind)) != "unknown");
+  }
+  BOOST_TEST(std::string_view(resilience::to_string(resilience::event_kind::server_deadline_exceeded)) ==
+             "on_deadline_exceeded");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -362,10 +366,12 @@ BOOST_AUTO_TEST_CASE(a_small_registry_is_written_exactly) {
   completion<error_code> done;
   spawn(io, stage(op(5ms)), done);
   clock.run(io);
-  const auto hooks = small.breaker_events("p", "b");
-  hooks(resilience::state_change{resilience::circuit_state::closed, resilience::circuit_state::open, 1, {}, 5s});
-  hooks(resilience::rejection{resilience::circuit_state::open, 5s});
-  hooks(resilience::rejection{resilience::circuit_state::open, 4s});
+  resilience::event_sink& sink = small.events("p");
+  sink.on_event(resilience::event{resilience::event_kind::circuit_opened});
+  resilience::event rejected{resilience::event_kind::circuit_rejected};
+  rejected.outcome = resilience::call_outcome::error;
+  sink.on_event(rejected);
+  sink.on_event(rejected);
   const std::string expected =
       "# HELP resilience_pipeline_duration_seconds Duration of calls through a resilience pipeline.\n"
       "# TYPE resilience_pipeline_duration_seconds histogram\n"
@@ -376,9 +382,9 @@ BOOST_AUTO_TEST_CASE(a_small_registry_is_written_exactly) {
       "resilience_pipeline_duration_seconds_count{pipeline_name=\"p\",outcome=\"success\"} 1\n"
       "# HELP resilience_strategy_events_total Events reported by resilience strategies.\n"
       "# TYPE resilience_strategy_events_total counter\n"
-      "resilience_strategy_events_total{pipeline_name=\"p\",strategy_name=\"b\",event_name=\"on_circuit_opened\","
+      "resilience_strategy_events_total{pipeline_name=\"p\",strategy_name=\"circuit_breaker\",event_name=\"on_circuit_opened\","
       "outcome=\"none\"} 1\n"
-      "resilience_strategy_events_total{pipeline_name=\"p\",strategy_name=\"b\",event_name=\"on_circuit_rejected\","
+      "resilience_strategy_events_total{pipeline_name=\"p\",strategy_name=\"circuit_breaker\",event_name=\"on_circuit_rejected\","
       "outcome=\"error\"} 2\n";
   BOOST_TEST(resilience::prometheus_text(small) == expected);
 }
@@ -386,10 +392,9 @@ BOOST_AUTO_TEST_CASE(a_small_registry_is_written_exactly) {
 BOOST_AUTO_TEST_CASE(an_empty_registry_writes_nothing) { BOOST_TEST(resilience::prometheus_text(m).empty()); }
 
 BOOST_AUTO_TEST_CASE(label_values_are_escaped) {
-  const auto hook = m.timeout_events("a\\b\"c\nd", "t");
-  hook(resilience::expiry_event{resilience::error::deadline_exceeded, {}, 1});
+  m.events("a\\b\"c\nd").on_event(resilience::detail::expiry_event_of(resilience::error::deadline_exceeded, 1));
   const std::string text = resilience::prometheus_text(m);
-  BOOST_TEST(text.find("{pipeline_name=\"a\\\\b\\\"c\\nd\",strategy_name=\"t\",event_name=\"on_deadline\","
+  BOOST_TEST(text.find("{pipeline_name=\"a\\\\b\\\"c\\nd\",strategy_name=\"deadline\",event_name=\"on_deadline\","
                        "outcome=\"error\"} 1\n") != std::string::npos,
              text);
 }
@@ -413,12 +418,12 @@ BOOST_AUTO_TEST_SUITE(metrics_threads)
 BOOST_AUTO_TEST_CASE(two_threads_recording_at_once_sum_exactly) {
   metrics m;
   manual_clock clock;
-  const auto hooks = m.breaker_events("p", "b");
+  resilience::event_sink& sink = m.events("p");
   const auto stage = m.stage("p").clock(clock);
   constexpr int events = 100000;
   constexpr int calls = 5000;
   auto work = [&] {
-    for (int i = 0; i < events; ++i) hooks(resilience::rejection{resilience::circuit_state::open, 1s});
+    for (int i = 0; i < events; ++i) sink.on_event(resilience::event{resilience::event_kind::circuit_rejected});
     asio::io_context io;
     for (int i = 0; i < calls; ++i) {
       asio::co_spawn(io, stage([]() -> asio::awaitable<int> { co_return 1; }), [](std::exception_ptr, int) {});
@@ -455,8 +460,7 @@ BOOST_AUTO_TEST_CASE(bad_buckets_and_names_throw_naming_the_field) {
   metrics m;
   throws_naming([&] { (void)m.stage(""); }, "metrics::stage: pipeline");
   throws_naming([&] { (void)m.attempt_stage(""); }, "metrics::attempt_stage: pipeline");
-  throws_naming([&] { (void)m.retry_events("p", ""); }, "metrics::retry_events: strategy");
-  throws_naming([&] { (void)m.breaker_events("", "b"); }, "metrics::breaker_events: pipeline");
+  throws_naming([&] { (void)m.events(""); }, "metrics::events: pipeline");
 }
 
 BOOST_AUTO_TEST_CASE(the_defaults_double_from_one_millisecond) {

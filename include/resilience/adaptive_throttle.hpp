@@ -242,7 +242,7 @@ class throttle_core {
 
   // Whether a call may go to the backend now. A rejection is counted as a
   // request and reported (on_throttled may throw).
-  bool admit(time_point now) {
+  bool admit(time_point now, event_sink* events = nullptr) {
     const throttle_counts c = window_.admission_counts(now);
     const double p = probability(c);
     // A healthy backend costs no draw.
@@ -250,6 +250,12 @@ class throttle_core {
     window_.record_request(now);
     rejections_.fetch_add(1, std::memory_order_relaxed);
     if (options_.on_throttled()) options_.on_throttled()(throttle_event{p, c.requests, c.accepts});
+    if (events) {
+      event e{event_kind::throttled};
+      e.outcome = call_outcome::error;
+      e.error = error::throttled;
+      events->on_event(e);
+    }
     return false;
   }
 
@@ -268,7 +274,7 @@ class throttle_core {
 template <class T, class Executor, class Op, class Classifier, class Clock>
 boost::asio::awaitable<T, Executor> throttle_call(Op op, throttle_core* core, const Clock* clock,
                                                   Classifier accepted, context ctx) {
-  if (!core->admit(detail::coarse_now(*clock))) {
+  if (!core->admit(detail::coarse_now(*clock), ctx.events)) {
     // Throwing off for the turn (see yield_after_refusal).
     const bool throws = co_await boost::asio::this_coro::throw_if_cancelled();
     co_await boost::asio::this_coro::throw_if_cancelled(false);

@@ -202,9 +202,16 @@ class bulkhead_core {
   }
   const bulkhead_options& options() const noexcept { return options_; }
 
-  // Runs on_rejected, if set.
-  void report(bulkhead_reject_reason why) const {
+  // Runs on_rejected, if set, then reports to the call's sink, if any.
+  void report(bulkhead_reject_reason why, event_sink* events = nullptr) const {
     if (options_.on_rejected()) options_.on_rejected()(bulkhead_rejection{why, in_flight(), queued()});
+    if (events) {
+      event e{why == bulkhead_reject_reason::queue_full ? event_kind::bulkhead_queue_full
+                                                        : event_kind::bulkhead_wait_expired};
+      e.outcome = call_outcome::error;
+      e.error = error::bulkhead_full;
+      events->on_event(e);
+    }
   }
 
  private:

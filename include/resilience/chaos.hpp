@@ -218,6 +218,13 @@ boost::asio::awaitable<T, Executor> chaos_call(Op op, Held held, context ctx) {
     what.latency = fault.latency;
   }
   stage->options().report(what);
+  {
+    event e{event_kind::fault_injected};
+    e.attempt = ctx.attempt;
+    e.error = what.error;
+    e.delay = what.latency;
+    ctx.report(e);
+  }
   // The hook may have cancelled the caller: that is final. Yield first, with
   // throwing off: Asio 1.81's co_spawn posts once after a coroutine that
   // never suspended, and that post throws out of io_context::run once the

@@ -198,7 +198,7 @@ namespace detail {
 
 template <class T, class Executor, class Op, class Classifier>
 boost::asio::awaitable<T, Executor> breaker_call(Op op, breaker_core* core, Classifier classify, context ctx) {
-  breaker_permit permit = admit(*core);
+  breaker_permit permit = reporting_breaker_events(ctx.events, [core] { return admit(*core); });
   if (!permit) {
     // Throwing off for the turn (see yield_after_refusal).
     const bool throws = co_await boost::asio::this_coro::throw_if_cancelled();
@@ -218,7 +218,7 @@ boost::asio::awaitable<T, Executor> breaker_call(Op op, breaker_core* core, Clas
     if constexpr (std::is_void_v<T>) {
       co_await invoke_op(op, ctx);
       if constexpr (ignores_successes<Classifier>) {
-        permit.record_success();
+        reporting_breaker_events(ctx.events, [&] { permit.record_success(); });
         co_return;
       }
       result.emplace(outcome<T>::from_value({}));
@@ -226,7 +226,7 @@ boost::asio::awaitable<T, Executor> breaker_call(Op op, breaker_core* core, Clas
       T value = co_await invoke_op(op, ctx);
       if constexpr (ignores_successes<Classifier>) {
         if (!outcome_traits<T>::error(value).failed()) {
-          permit.record_success();
+          reporting_breaker_events(ctx.events, [&] { permit.record_success(); });
           co_return value;
         }
       }
@@ -238,7 +238,8 @@ boost::asio::awaitable<T, Executor> breaker_call(Op op, breaker_core* core, Clas
   if (result->cancelled()) {
     permit.release();
   } else {
-    permit.record(detail::classify(classify, *result, ctx));
+    const bool failed = detail::classify(classify, *result, ctx);
+    reporting_breaker_events(ctx.events, [&] { permit.record(failed); });
   }
   co_return std::move(*result).get();
 }

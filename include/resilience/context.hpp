@@ -17,6 +17,7 @@
 #pragma once
 
 #include <resilience/clock.hpp>
+#include <resilience/event.hpp>
 #include <resilience/properties.hpp>
 
 #include <concepts>
@@ -45,6 +46,17 @@ struct context {
   // call: a copy of the context kept past the call must not read it (on the
   // steady clock it stays null, and nothing dangles).
   const clock_ref* clock = nullptr;
+
+  // Where the call's stages report their events (event.hpp): set by
+  // pipeline(...).events(sink), a client's or a server's options; null for
+  // none. The sink outlives the call.
+  event_sink* events = nullptr;
+
+  // Reports `e` to the call's sink, if it has one.
+  void report(const event& e) const noexcept {
+    if (events) [[unlikely]]
+      events->on_event(e);
+  }
 
   bool has_deadline() const noexcept { return deadline != time_point::max(); }
 

@@ -35,6 +35,7 @@
 
 #include <resilience/classifier.hpp>
 #include <resilience/context.hpp>
+#include <resilience/detail/event_support.hpp>
 #include <resilience/detail/bounded_run.hpp>
 #include <resilience/detail/sleep.hpp>
 #include <resilience/outcome.hpp>
@@ -143,6 +144,7 @@ boost::asio::awaitable<T, Executor> fallback_call(Op op, Held held, context ctx)
   if (!ends_cancelled) {
     if (first->cancelled() || !classify(stage->classifier(), *first, ctx)) co_return std::move(*first).get();
     notify_fallback(stage->hook(), *first, ctx);
+    ctx.report(event_about(event_kind::fallback, *first, ctx.attempt));
     ends_cancelled = caller_cancelled();
   }
   if (ends_cancelled) {

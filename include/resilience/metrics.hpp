@@ -1,17 +1,15 @@
 // resilience/metrics.hpp — counts of strategy events and histograms of call
 // durations, recorded without a lock.
 //
-//   resilience::metrics telemetry;  // one per process: hooks and stages refer to it
-//   const auto breaker_events = telemetry.breaker_events("backend", "breaker");
-//   resilience::circuit_breaker breaker{resilience::breaker_options{}
-//                                           .on_state_change(breaker_events)
-//                                           .on_rejection(breaker_events)};
+//   resilience::metrics telemetry;  // one per process: sinks and stages refer to it
+//   resilience::circuit_breaker breaker;
 //   const auto call_backend = resilience::pipeline(
 //       telemetry.stage("backend"),                    // outermost: each whole call
-//       resilience::retry_policy{}.on_retry(telemetry.retry_events("backend", "retry")),
+//       resilience::retry_policy{},
 //       breaker,
 //       telemetry.attempt_stage("backend"),            // inside the retry: each attempt
-//       resilience::timeout(300ms).on_timeout(telemetry.timeout_events("backend", "timeout")));
+//       resilience::timeout(300ms))
+//     .events(telemetry.events("backend"));            // every stage's events (event.hpp)
 //   std::string page = resilience::prometheus_text(telemetry);  // prometheus.hpp
 //
 // What is recorded, named after OpenTelemetry's conventions for resilience
@@ -29,23 +27,25 @@
 // `error` is a known error code, in T's error channel or a thrown
 // boost::system::system_error; `exception` any other exception; `cancelled`
 // operation_aborted or any code equal to errc::operation_canceled. Events with
-// no call outcome (a breaker's transitions) say `none`. A retried value
-// without an error code (a 503 response the classifier calls transient)
-// counts as `error`: the retry handled it as one.
+// no call outcome (a breaker's transitions, a server's) say `none`. A retried
+// value without an error code (a 503 response the classifier calls
+// transient) counts as `error`: the retry handled it as one.
 //
-// Event names: on_retry; on_circuit_opened, on_circuit_closed,
-// on_circuit_half_opened, on_circuit_isolated, on_circuit_disabled,
-// on_circuit_metrics_only, on_circuit_rejected; on_bulkhead_queue_full,
-// on_bulkhead_wait_expired; on_timeout, on_deadline (an expiry_event with
-// reason deadline_exceeded, from a timeout or deadline stage).
+// strategy.name and event.name are the event's (event.hpp: strategy_of(),
+// to_string()): retry with on_retry and on_budget_refused; circuit_breaker
+// with on_circuit_opened, _closed, _half_opened, _isolated, _disabled,
+// _metrics_only and on_circuit_rejected; bulkhead with
+// on_bulkhead_queue_full and on_bulkhead_wait_expired; timeout with
+// on_timeout; deadline with on_deadline (a timeout stage's expiry at the
+// deadline too); rate_limiter, adaptive_throttle, hedging, fallback, chaos;
+// http_client's on_host_held; http_server's on_shed, on_request_refused,
+// on_deadline_exceeded and on_slow_client.
 //
-// Cost. Labels are resolved when a hook or stage is made (that takes the
-// registry's lock and may allocate); recording is then an index into
-// preallocated atomics: relaxed fetch_adds, no lock, no allocation, no
-// virtual call. Hooks are one pointer, so the std::function of a breaker's or
-// bulkhead's options keeps them without allocating. Making the same hook or
-// stage again reuses its series. A series appears in snapshots once it has
-// recorded something.
+// Cost. A stage's success path reports nothing. An event is a virtual call
+// to the sink and an index into a table of counters: relaxed fetch_adds, no
+// lock, no allocation, except the first time a sink sees an (event, outcome)
+// pair, which takes the registry's lock once. A series appears in snapshots
+// once it has recorded something.
 //
 // Durations are read on the pipeline's clock (the stage takes it from
 // pipeline(...).clock(c) like every stage), before and after the op. The
@@ -65,7 +65,6 @@
 // does not compile.
 #pragma once
 
-#include <resilience/breaker_state.hpp>
 #include <resilience/classifier.hpp>
 #include <resilience/clock.hpp>
 #include <resilience/context.hpp>
@@ -92,15 +91,6 @@
 #include <vector>
 
 namespace resilience {
-
-template <class T>
-struct retry_event;
-struct bulkhead_rejection;
-
-// How a call or an attempt ended: the `outcome` label.
-enum class call_outcome : std::uint8_t { success, error, exception, cancelled };
-inline constexpr std::size_t call_outcome_count = 4;
-const char* to_string(call_outcome o) noexcept;
 
 template <class T>
 call_outcome classify_outcome(const outcome<T>& o) noexcept {
@@ -145,13 +135,6 @@ struct metric_histogram {
   // Per bucket, not cumulative; the one past the last bound is +Inf.
   std::array<std::atomic<std::uint64_t>, metrics_options::max_buckets + 1> counts{};
   std::atomic<std::int64_t> sum_ns{0};
-};
-
-// The counters of one hook, by event: resolved when it was made.
-struct event_series {
-  static constexpr std::size_t max_events = 8;
-  std::array<metric_counter*, max_events> counters{};
-  void add(std::size_t event) const noexcept { counters[event]->add(); }
 };
 
 // The histograms of one stage, by attempt number slot and outcome.
@@ -199,55 +182,6 @@ boost::asio::awaitable<T, Executor> metered_call(Op op, const duration_series* s
 }  // namespace detail
 
 class metrics;
-
-// on_retry hook: counts on_retry by the failed attempt's outcome.
-class retry_meter {
- public:
-  template <class T>
-  void operator()(const retry_event<T>& e) const noexcept {
-    series_->add(e.result.has_exception() && !e.result.error().failed() ? 1 : 0);
-  }
-
- private:
-  friend class metrics;
-  explicit retry_meter(const detail::event_series* s) noexcept : series_(s) {}
-  const detail::event_series* series_;
-};
-
-// A breaker's on_state_change and on_rejection hook, both at once.
-class breaker_meter {
- public:
-  void operator()(const state_change& e) const noexcept { series_->add(static_cast<std::size_t>(e.to)); }
-  void operator()(const rejection&) const noexcept { series_->add(rejected); }
-
- private:
-  friend class metrics;
-  static constexpr std::size_t rejected = 6;  // after the six states
-  explicit breaker_meter(const detail::event_series* s) noexcept : series_(s) {}
-  const detail::event_series* series_;
-};
-
-// A bulkhead's on_rejected hook, by reason.
-class bulkhead_meter {
- public:
-  void operator()(const bulkhead_rejection& r) const noexcept;
-
- private:
-  friend class metrics;
-  explicit bulkhead_meter(const detail::event_series* s) noexcept : series_(s) {}
-  const detail::event_series* series_;
-};
-
-// A timeout's on_timeout or a deadline stage's on_deadline hook, by reason.
-class expiry_meter {
- public:
-  void operator()(const expiry_event& e) const noexcept { series_->add(e.reason == error::timeout ? 0 : 1); }
-
- private:
-  friend class metrics;
-  explicit expiry_meter(const detail::event_series* s) noexcept : series_(s) {}
-  const detail::event_series* series_;
-};
 
 // Records each call's duration and outcome; a stage of any pipeline. Cheap
 // to copy (a pointer and the clock).
@@ -378,23 +312,19 @@ class metrics {
   metrics(const metrics&) = delete;
   metrics& operator=(const metrics&) = delete;
 
-  // Hooks and stages for one pipeline (`pipeline` names it) and, for hooks,
-  // one strategy in it. Names must not be empty: std::invalid_argument. The
-  // registry must outlive what they return.
-  retry_meter retry_events(std::string_view pipeline, std::string_view strategy) &;
-  breaker_meter breaker_events(std::string_view pipeline, std::string_view strategy) &;
-  bulkhead_meter bulkhead_events(std::string_view pipeline, std::string_view strategy) &;
-  expiry_meter timeout_events(std::string_view pipeline, std::string_view strategy) &;
+  // The event sink of one pipeline (`pipeline` names it, in the
+  // pipeline.name label): give it to pipeline(...).events(), a client's or a
+  // server's options. Counts every event as resilience.strategy.events. The
+  // same name gives the same sink, owned by the registry. A name must not be
+  // empty: std::invalid_argument.
+  event_sink& events(std::string_view pipeline) &;
   // resilience.pipeline.duration: put it outermost.
   metered_stage stage(std::string_view pipeline) &;
   // resilience.strategy.attempt.duration: put it inside the retry stage.
   metered_stage attempt_stage(std::string_view pipeline) &;
 
   // A temporary registry would be gone before the first event.
-  retry_meter retry_events(std::string_view, std::string_view) && = delete;
-  breaker_meter breaker_events(std::string_view, std::string_view) && = delete;
-  bulkhead_meter bulkhead_events(std::string_view, std::string_view) && = delete;
-  expiry_meter timeout_events(std::string_view, std::string_view) && = delete;
+  event_sink& events(std::string_view) && = delete;
   metered_stage stage(std::string_view) && = delete;
   metered_stage attempt_stage(std::string_view) && = delete;
 
@@ -421,8 +351,7 @@ class metrics {
 
  private:
   struct registry;
-  const detail::event_series* events(int kind, std::string_view pipeline, std::string_view strategy,
-                                     const char* who);
+  class pipeline_events;
   const detail::duration_series* durations(bool per_attempt, std::string_view pipeline, const char* who);
   struct user_series;
   user_series& instrument(metric_kind kind, std::string_view name, const metric_labels& labels, std::string_view help,

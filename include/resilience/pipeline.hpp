@@ -187,6 +187,48 @@ class pipeline : public run_as_call<pipeline<Stored...>> {
   // classifier, a fallback action) does when copied. run_referenced() skips it.
   template <awaitable_op Op>
   auto run(Op op, const context& parent = {}) const& {
+    if (events_) [[unlikely]]
+      return run_copied(std::move(op), reporting(parent));
+    return run_copied(std::move(op), parent);
+  }
+  template <awaitable_op Op>
+  auto run(Op op, const context& parent = {}) && {
+    return detail::run_owning(std::move(*this), std::move(op), parent);
+  }
+  // Refers to this pipeline instead of copying it: it must outlive the call
+  // (a pipeline held as a member, or at namespace scope, called from a
+  // coroutine that awaits the call at once).
+  template <awaitable_op Op>
+  auto run_referenced(Op op, const context& parent = {}) const& {
+    if (events_) [[unlikely]]
+      return run_from<0>(std::move(op), reporting(parent));
+    return run_from<0>(std::move(op), parent);
+  }
+  template <awaitable_op Op>
+  auto run_referenced(Op op, const context& parent = {}) && = delete;
+
+  // This pipeline with its stages' events (retries, a breaker's rejections
+  // and the transitions its calls make, timeouts, ...) reported to `sink`
+  // (event.hpp) instead of to the caller's sink, if the caller has one. The
+  // sink must outlive every call: a temporary is refused.
+  //   auto call_backend = resilience::pipeline(retry, breaker).events(telemetry.events("backend"));
+  pipeline events(event_sink& sink) const {
+    pipeline p = *this;
+    p.events_ = &sink;
+    return p;
+  }
+  pipeline events(event_sink&&) const = delete;
+  event_sink* events() const noexcept { return events_; }
+
+ private:
+  context reporting(const context& parent) const noexcept {
+    context c = parent;
+    c.events = events_;
+    return c;
+  }
+
+  template <awaitable_op Op>
+  auto run_copied(Op op, const context& parent) const {
     if constexpr (sizeof...(Stored) == 1) {
       return stage<0>().run(std::move(op), parent);  // a stage alone owns what it needs
     } else {
@@ -203,20 +245,8 @@ class pipeline : public run_as_call<pipeline<Stored...>> {
       }
     }
   }
-  template <awaitable_op Op>
-  auto run(Op op, const context& parent = {}) && {
-    return detail::run_owning(std::move(*this), std::move(op), parent);
-  }
-  // Refers to this pipeline instead of copying it: it must outlive the call
-  // (a pipeline held as a member, or at namespace scope, called from a
-  // coroutine that awaits the call at once).
-  template <awaitable_op Op>
-  auto run_referenced(Op op, const context& parent = {}) const& {
-    return run_from<0>(std::move(op), parent);
-  }
-  template <awaitable_op Op>
-  auto run_referenced(Op op, const context& parent = {}) && = delete;
 
+ public:
   template <std::size_t I>
   const auto& stage() const noexcept {
     return detail::unwrap_stage(std::get<I>(stages_));
@@ -238,12 +268,16 @@ class pipeline : public run_as_call<pipeline<Stored...>> {
   // the new pipeline is built.
   template <resilience::clock K>
   auto clock(K k) const {
-    return std::apply(
+    auto p = std::apply(
         [&](const auto&... s) { return resilience::pipeline(detail::with_clock(detail::unwrap_stage(s), k)...); },
         stages_);
+    p.events_ = events_;
+    return p;
   }
 
  private:
+  template <class...>
+  friend class pipeline;
   template <std::size_t I>
   const auto& first_clock_from() const noexcept {
     if constexpr (std::is_void_v<typename detail::clock_of<stage_t<I>>::type>) {
@@ -327,6 +361,7 @@ class pipeline : public run_as_call<pipeline<Stored...>> {
   }
 
   std::tuple<Stored...> stages_;
+  event_sink* events_ = nullptr;
 };
 
 template <class... S>

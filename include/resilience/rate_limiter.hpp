@@ -211,9 +211,16 @@ class rate_limiter_core {
   std::uint32_t queued() const noexcept { return waiting_.load(std::memory_order_relaxed); }
   const rate_limiter_options& options() const noexcept { return options_; }
 
-  // Runs on_rejected, if set.
-  void report(rate_limit_reject_reason why, duration retry_after) const {
+  // Runs on_rejected, if set, then reports to the call's sink, if any.
+  void report(rate_limit_reject_reason why, duration retry_after, event_sink* events) const {
     if (options_.on_rejected()) options_.on_rejected()(rate_limit_rejection{why, retry_after});
+    if (events) {
+      event e{event_kind::rate_limited};
+      e.delay = retry_after;
+      e.outcome = call_outcome::error;
+      e.error = error::rate_limited;
+      events->on_event(e);
+    }
   }
 
  private:
@@ -300,7 +307,7 @@ struct rate_limit_canceller {
 // that ends the call, or none when a permit was taken.
 template <class Clock, class Executor>
 boost::asio::awaitable<error_code, Executor> rate_limit_queue(rate_limiter_core* core, const Clock* clock,
-                                                              time_point deadline) {
+                                                              time_point deadline, event_sink* events) {
   namespace asio = boost::asio;
   const auto cs = co_await asio::this_coro::cancellation_state;
   if (cs.cancelled() != asio::cancellation_type::none) co_return asio::error::operation_aborted;
@@ -330,7 +337,7 @@ boost::asio::awaitable<error_code, Executor> rate_limit_queue(rate_limiter_core*
     guard.leave_slot();
   }
   if (turn.what == rate_limit_turn::kind::granted) co_return error_code{};
-  core->report(turn.reason, turn.retry_after);
+  core->report(turn.reason, turn.retry_after, events);
   co_return error::rate_limited;
 }
 
@@ -340,14 +347,14 @@ boost::asio::awaitable<T, Executor> rate_limited_call(Op op, rate_limiter_core* 
   if (!core->try_acquire(clock->now())) {
     if (core->options().max_wait() == duration::zero()) {
       // Rejects without a frame for the queue: nothing would wait in it.
-      core->report(rate_limit_reject_reason::no_permit, core->time_until_permit(clock->now()));
+      core->report(rate_limit_reject_reason::no_permit, core->time_until_permit(clock->now()), ctx.events);
       // Throwing off for the turn (see yield_after_refusal).
       const bool throws = co_await boost::asio::this_coro::throw_if_cancelled();
       co_await boost::asio::this_coro::throw_if_cancelled(false);
       co_await yield_after_refusal<Executor>(throws);
       co_return outcome<T>::from_error(error::rate_limited).get();
     }
-    const error_code ec = co_await rate_limit_queue<Clock, Executor>(core, clock, ctx.deadline);
+    const error_code ec = co_await rate_limit_queue<Clock, Executor>(core, clock, ctx.deadline, ctx.events);
     if (ec) {
       // Turned away without a wait (no permit before the deadline) or after one.
       if (ec == error::rate_limited) {

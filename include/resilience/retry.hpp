@@ -51,6 +51,7 @@
 #include <resilience/clock.hpp>
 #include <resilience/context.hpp>
 #include <resilience/detail/bounded_run.hpp>
+#include <resilience/detail/event_support.hpp>
 #include <resilience/detail/sleep.hpp>
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>

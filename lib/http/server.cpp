@@ -92,4 +92,8 @@ server_options server_options::on_slow_client(std::function<void(client_phase)> 
   return resilience::detail::with_option(*this, &server_options::slow_client_, std::move(f));
 }
 
+server_options server_options::events(event_sink& sink) const {
+  return resilience::detail::with_option(*this, &server_options::events_, &sink);
+}
+
 }  // namespace resilience::http

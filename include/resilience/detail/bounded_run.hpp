@@ -19,6 +19,7 @@
 #include <resilience/detail/parked_joins.hpp>
 #include <resilience/detail/timer_queue.hpp>
 #include <resilience/error.hpp>
+#include <resilience/detail/event_support.hpp>
 #include <resilience/expiry_event.hpp>
 #include <resilience/outcome.hpp>
 
@@ -414,7 +415,10 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, Clock clock,
   }
   auto result = std::apply([](auto&&... parts) { return spawned_outcome<T>(std::move(parts)...); }, finished);
   if (!expired) expired = ran_out(result.error());
-  if (expired && on_expiry) on_expiry(expiry_event{reason, fire_at, ctx.attempt});
+  if (expired) {
+    if (on_expiry) on_expiry(expiry_event{reason, fire_at, ctx.attempt});
+    ctx.report(expiry_event_of(reason, ctx.attempt));
+  }
   if (expired && result.failed()) co_return outcome<T>::from_error(reason).get();
   co_return std::move(result).get();
 }

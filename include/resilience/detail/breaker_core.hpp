@@ -36,13 +36,32 @@
 #include <resilience/breaker_state.hpp>
 #include <resilience/clock.hpp>
 #include <resilience/detail/breaker_window.hpp>
+#include <resilience/event.hpp>
 
 #include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 namespace resilience::detail {
+
+// The event sink of the call admitting or recording on this thread: a
+// breaker's transitions and rejections have no call of their own, so they go
+// to the one that made them. Set only around those synchronous steps, never
+// across a suspension.
+event_sink*& breaker_events_here() noexcept;
+
+template <class F>
+decltype(auto) reporting_breaker_events(event_sink* sink, F&& f) {
+  if (!sink) [[likely]]
+    return std::forward<F>(f)();
+  struct restore {
+    event_sink* saved;
+    ~restore() { breaker_events_here() = saved; }
+  } r{std::exchange(breaker_events_here(), sink)};
+  return std::forward<F>(f)();
+}
 
 // t + d and later - earlier without overflow, for any time a clock may read:
 // a sum past the end of time_point's range is time_point::max(); a

@@ -61,6 +61,7 @@
 #pragma once
 
 #include <resilience/context.hpp>
+#include <resilience/detail/event_support.hpp>
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
 #include <resilience/properties.hpp>
@@ -181,6 +182,21 @@ const typename response_access<T>::type* response_of(const outcome<T>& o) noexce
 }
 
 }  // namespace detail
+}  // namespace resilience::http
+
+namespace resilience::detail {
+// An event about a response (a retried 503) carries its status.
+template <class T>
+  requires http::detail::carries_response<T>
+struct event_status<T> {
+  static unsigned of(const outcome<T>& o) noexcept {
+    const auto* r = http::detail::response_of(o);
+    return r ? r->result_int() : 0;
+  }
+};
+}  // namespace resilience::detail
+
+namespace resilience::http {
 
 class classifier {
  public:

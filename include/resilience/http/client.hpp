@@ -335,10 +335,29 @@ class basic_client {
   // the exchange on it (a frame of its own: one frame of both would pass the
   // 1,020 bytes that Asio's frame cache recycles, and be allocated on every
   // attempt).
+  // What every attempt of one call refers to, kept in the call's frame.
+  template <class Request>
+  struct call_target {
+    const endpoint& to;
+    const std::string& key;
+    Request& req;
+    breaker_type& breaker;
+    resilience::detail::throttle_core* throttle;
+    tally& counts;
+  };
   template <class ResBody, class Request>
-  boost::asio::awaitable<result<ResBody>> attempt(const endpoint& to, const std::string& key, Request& req,
-                                                  breaker_type& breaker, resilience::detail::throttle_core* throttle,
-                                                  tally& counts, const context& ctx);
+  boost::asio::awaitable<result<ResBody>> attempt(const call_target<Request>& target, const context& ctx);
+
+  // How an attempt ended, told to its host's breaker and throttle (a plain
+  // function: what it needs stays out of the attempt's frame).
+  template <class T>
+  void judge(breaker_permit& permit, resilience::detail::throttle_core* throttle, const outcome<T>& out,
+             const context& ctx);
+
+  // A refusal (open breaker, throttle, a hold it cannot wait out) completes
+  // through the executor, never inline: a loop of refused calls yields.
+  static boost::asio::awaitable<error_code> refuse(error_code why);
+  boost::asio::awaitable<error_code> wait_out_holds(const std::string& key, const context& ctx, tally& counts);
 
   // Before an attempt to a held host: the wait (the rest of the hold, and
   // when Retry-After is jittered a spread of up to the hold's length on top),
@@ -347,8 +366,8 @@ class basic_client {
   // bound); deadline_exceeded when the deadline has passed;
   // operation_aborted if the caller cancels the wait. A frame of its own,
   // off the common path.
-  boost::asio::awaitable<error_code> wait_for_host(detail::host_hold hold, time_point limit, const context& ctx,
-                                                   tally& counts);
+  boost::asio::awaitable<error_code> wait_for_host(const std::string& key, detail::host_hold hold, time_point limit,
+                                                   const context& ctx, tally& counts);
 
   // A 429 or 503 response with a Retry-After holds its host (max_host_hold()).
   template <class T>

@@ -239,6 +239,17 @@ class client_options {
   client_options on_call_finished(std::function<void(const client_call_event&)> f) const {
     return resilience::detail::with_option(*this, &client_options::on_finished_, std::move(f));
   }
+  // Where the client's calls report their events (event.hpp: retries,
+  // budget refusals, the breakers' and the throttle's, attempt timeouts,
+  // host holds): this sink, else the caller's (request(to, req, ctx) with a
+  // server handler's or a pipeline's context), else none. It must outlive
+  // the client; a temporary is refused.
+  //   rhttp::client upstream{rhttp::client_options{}.events(telemetry.events("upstream"))};
+  client_options events(event_sink& sink) const noexcept {
+    return resilience::detail::with_option(*this, &client_options::events_, &sink);
+  }
+  client_options events(event_sink&&) const = delete;
+  event_sink* events() const noexcept { return events_; }
 
   duration total_timeout() const noexcept { return total_; }
   duration attempt_timeout() const noexcept { return attempt_; }
@@ -291,6 +302,7 @@ class client_options {
   resilience::detail::budget_ref budget_;
   host_budget_settings host_budget_;
   std::function<void(const budget_refusal&)> on_budget_refused_;
+  event_sink* events_ = nullptr;
 };
 
 // For one call.
@@ -309,11 +321,13 @@ class request_options {
   // http::idempotent the caller set stands unless idempotent() was given
   // here) and, when the call ends, request_may_have_been_sent is set in them
   // if the request may have reached the server (never cleared). They must
-  // outlive the call, as the caller's own do. client::request(to, req, ctx)
+  // outlive the call, as the caller's own do. Its event sink receives the
+  // call's events when the client has none of its own. client::request(to, req, ctx)
   // does this.
   request_options within(const context& parent) const noexcept {
     auto o = deadline(std::min(deadline_, parent.deadline));
     o.props_ = parent.props;
+    o.events_ = parent.events;
     if (!o.idempotent_ && parent.props) {
       if (const bool* yes = parent.props->find(http::idempotent)) o.idempotent_ = *yes;
     }
@@ -322,11 +336,13 @@ class request_options {
   time_point deadline() const noexcept { return deadline_; }
   std::optional<bool> idempotent() const noexcept { return idempotent_; }
   properties* caller_properties() const noexcept { return props_; }
+  event_sink* caller_events() const noexcept { return events_; }
 
  private:
   time_point deadline_ = time_point::max();
   std::optional<bool> idempotent_;
   properties* props_ = nullptr;
+  event_sink* events_ = nullptr;
 };
 
 }  // namespace resilience::http

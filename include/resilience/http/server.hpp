@@ -181,6 +181,14 @@ class server_options {
   server_options on_deadline_exceeded(std::function<void(time_point deadline)> f) const;
   // A connection dropped because its client stalled in that phase.
   server_options on_slow_client(std::function<void(client_phase)> f) const;
+  // Where the server reports its events (event.hpp: on_shed,
+  // on_request_refused for 400, 413 and 431, on_deadline_exceeded,
+  // on_slow_client), on its executor after the hooks above. Handlers' contexts
+  // carry it, so what a handler calls with its context (a client, a
+  // pipeline without a sink of its own) reports there too. It must outlive
+  // the server; a temporary is refused.
+  server_options events(event_sink& sink) const;
+  server_options events(event_sink&&) const = delete;
 
   std::uint32_t max_concurrent() const noexcept { return max_concurrent_; }
   std::chrono::seconds retry_after() const noexcept { return retry_after_; }
@@ -199,6 +207,7 @@ class server_options {
   const std::function<void(std::uint32_t)>& on_shed() const noexcept { return shed_; }
   const std::function<void(time_point)>& on_deadline_exceeded() const noexcept { return deadline_exceeded_; }
   const std::function<void(client_phase)>& on_slow_client() const noexcept { return slow_client_; }
+  event_sink* events() const noexcept { return events_; }
 
  private:
   std::uint32_t max_concurrent_ = 100;
@@ -218,6 +227,7 @@ class server_options {
   std::function<void(std::uint32_t)> shed_;
   std::function<void(time_point)> deadline_exceeded_;
   std::function<void(client_phase)> slow_client_;
+  event_sink* events_ = nullptr;
 };
 
 namespace detail {
@@ -347,8 +357,17 @@ struct guard_steps {
     }
     if (o.max_deadline() != duration::max())
       ctx.deadline = std::min(ctx.deadline, saturating_add(start, o.max_deadline()));
+    ctx.events = o.events();
     if (o.on_request_started()) o.on_request_started()(req);
     return start;
+  }
+
+  void report(event_kind kind, unsigned status) const noexcept {
+    if (event_sink* sink = options().events()) {
+      event e{kind};
+      e.status = status;
+      sink->on_event(e);
+    }
   }
 
   void finish(unsigned status, time_point start) const {
@@ -359,6 +378,7 @@ struct guard_steps {
   // A deadline header that does not parse is the client's error (as gRPC
   // answers it): running without the bound it meant to set would hide it.
   response bad_deadline(unsigned version, bool keep_alive, time_point start) const {
+    report(event_kind::request_refused, 400);
     finish(400, start);
     return status_response<response>(boost::beast::http::status::bad_request, version, keep_alive);
   }
@@ -366,6 +386,7 @@ struct guard_steps {
   response shed(unsigned version, bool keep_alive, time_point start) const {
     namespace bhttp = boost::beast::http;
     if (options().on_shed()) options().on_shed()(guard->slots_.in_flight());
+    report(event_kind::shed, 503);
     auto res = status_response<response>(bhttp::status::service_unavailable, version, keep_alive);
     res.set(bhttp::field::retry_after, std::to_string(options().retry_after().count()));
     finish(503, start);
@@ -378,6 +399,7 @@ struct guard_steps {
     namespace bhttp = boost::beast::http;
     if (why == error::deadline_exceeded) {
       if (options().on_deadline_exceeded()) options().on_deadline_exceeded()(deadline);
+      report(event_kind::server_deadline_exceeded, 504);
       finish(504, start);
       return status_response<response>(bhttp::status::gateway_timeout, version, keep_alive);
     }

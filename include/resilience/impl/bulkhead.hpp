@@ -145,14 +145,14 @@ class bulkhead_wait : public bulkhead_waiter {
 };
 
 template <class Clock, class Executor>
-boost::asio::awaitable<bulkhead_admission, Executor> bulkhead_queue(bulkhead_core* core, const Clock* clock) {
+boost::asio::awaitable<bulkhead_admission, Executor> bulkhead_queue(bulkhead_core* core, const Clock* clock, event_sink* events) {
   namespace asio = boost::asio;
   const auto cs = co_await asio::this_coro::cancellation_state;
   if (cs.cancelled() != asio::cancellation_type::none)
     co_return bulkhead_admission{{}, asio::error::operation_aborted};
   // A full queue rejects without suspending (a snapshot of one atomic word).
   if (core->queue_full()) {
-    core->report(bulkhead_reject_reason::queue_full);
+    core->report(bulkhead_reject_reason::queue_full, events);
     // Throwing off for the turn (see yield_after_refusal).
     const bool throws = co_await boost::asio::this_coro::throw_if_cancelled();
     co_await boost::asio::this_coro::throw_if_cancelled(false);
@@ -164,8 +164,8 @@ boost::asio::awaitable<bulkhead_admission, Executor> bulkhead_queue(bulkhead_cor
   co_await wait.until_admitted(executor);
   const auto how = wait.state;
   bulkhead_admission a = wait.take();
-  if (how == bulkhead_waiter::status::full) core->report(bulkhead_reject_reason::queue_full);
-  if (how == bulkhead_waiter::status::timed_out) core->report(bulkhead_reject_reason::max_wait);
+  if (how == bulkhead_waiter::status::full) core->report(bulkhead_reject_reason::queue_full, events);
+  if (how == bulkhead_waiter::status::timed_out) core->report(bulkhead_reject_reason::max_wait, events);
   // Granted as it was being cancelled: the slot goes on to the next waiter.
   if (a.permit && cs.cancelled() != asio::cancellation_type::none) {
     a.permit.release();
@@ -182,7 +182,7 @@ boost::asio::awaitable<T, Executor> bulkhead_call(Op op, bulkhead_core* core, co
   } else {
     // The queue, in a frame of its own: calls that go straight through do not
     // carry the waiter's node and timer in theirs.
-    bulkhead_admission a = co_await bulkhead_queue<Clock, Executor>(core, clock);
+    bulkhead_admission a = co_await bulkhead_queue<Clock, Executor>(core, clock, ctx.events);
     if (!a.permit) co_return outcome<T>::from_error(a.ec).get();
     permit = std::move(a.permit);
   }

@@ -228,6 +228,12 @@ class hedge_join : public timer_node {
       }
       if (settled_ || aborted_) return;  // the hook cancelled the call
     }
+    {
+      event e{event_kind::hedge};
+      e.attempt = started_ + 1;
+      e.delay = now - start_;
+      base_.report(e);
+    }
     launch(started_, hedge_handler{this, started_});
     next_hedge_at_ = started_ < max ? saturating_add(now, policy_->delay()) : time_point::max();
     if (next_hedge_at_ >= base_.deadline) next_hedge_at_ = time_point::max();

@@ -102,10 +102,12 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
     // that would have happened.
     if (!policy.budget().allows_retry()) {
       policy.notify_budget_refused(ctx.attempt, *last);
+      ctx.report(event_about(event_kind::budget_refused, *last, ctx.attempt));
       if (policy.budget_refusal_is_error()) last.emplace(outcome<T>::from_error(error::retry_budget_exhausted));
       break;
     }
     policy.notify_retry(retry_event<T>{ctx.attempt, options.max_attempts, *last, next.nominal, next.actual});
+    ctx.report(event_about(event_kind::retry, *last, ctx.attempt, next.actual));
     // A hook may have cancelled the call itself.
     if (cancelled()) {
       aborted = true;

@@ -63,6 +63,7 @@ boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> b
   properties props;
   props.set(http::idempotent, options.idempotent().value_or(is_idempotent(req)));
   context ctx = context{}.with(props);
+  ctx.events = options_.events() ? options_.events() : options.caller_events();
   // The total bound: the retry never waits past it, and each attempt's own
   // bound ends there at the latest.
   const time_point now = clock_.now();
@@ -74,9 +75,9 @@ boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> b
   }) : nullptr;
   const auto host_budget = budgets_ ? budget_for(key, now) : nullptr;
   tally counts;
-  auto attempt_op = [&](const context& c) {
-    return attempt<ResBody>(to, key, req, *breaker, throttle.get(), counts, c);
-  };
+  const call_target<std::remove_reference_t<decltype(req)>> target{to, key, req, *breaker, throttle.get(), counts};
+  // One pointer: attempts' frames stay small enough for Asio to recycle.
+  auto attempt_op = [&target, this](const context& c) { return attempt<ResBody>(target, c); };
   auto res = co_await co_retry(std::move(attempt_op), std::cref(host_budget ? host_budget->policy : retry_), ctx);
   // Cancelled at or past the deadline: by the caller's bound for that same
   // deadline (a server's handler bound), which is the deadline, not a stop.
@@ -100,9 +101,7 @@ boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> b
 
 template <resilience::clock Clock>
 template <class ResBody, class Request>
-auto basic_client<Clock>::attempt(const endpoint& to, const std::string& key, Request& req,
-                                  breaker_type& breaker, resilience::detail::throttle_core* throttle,
-                                  tally& counts, const context& ctx)
+auto basic_client<Clock>::attempt(const call_target<Request>& target, const context& ctx)
     -> boost::asio::awaitable<result<ResBody>> {
   namespace asio = boost::asio;
   using T = result<ResBody>;
@@ -116,25 +115,22 @@ auto basic_client<Clock>::attempt(const endpoint& to, const std::string& key, Re
   for (;;) {
     // Another call's Retry-After from this host (a later one may extend it
     // during the wait: looked at again after it).
-    while (const detail::host_hold hold = holds_.find(key, clock_.now())) {
-      if (const error_code held = co_await wait_for_host(hold, ctx.deadline, ctx, counts)) co_return held;
+    if (holds_.find(target.key, clock_.now())) {
+      if (const error_code held = co_await wait_out_holds(target.key, ctx, target.counts)) co_return held;
     }
     // The throttle first: one it admits that the breaker then refuses counts
     // for nothing, as it reached no server.
     error_code refused;
     breaker_permit permit;
-    if (throttle && !throttle->admit(resilience::detail::coarse_now(clock_))) {
+    if (target.throttle && !target.throttle->admit(resilience::detail::coarse_now(clock_), ctx.events)) {
       refused = error::throttled;
-    } else if (!(permit = breaker.try_acquire())) {
+    } else if (!(permit = resilience::detail::reporting_breaker_events(ctx.events, [&] {
+                   return target.breaker.try_acquire();
+                 }))) {
       refused = error::circuit_open;
     }
-    if (refused) {
-      const bool throws = co_await asio::this_coro::throw_if_cancelled();
-      co_await asio::this_coro::throw_if_cancelled(false);
-      co_await resilience::detail::yield_after_refusal<asio::any_io_executor>(throws);
-      co_return refused;
-    }
-    counts.attempts = ctx.attempt;
+    if (refused) co_return co_await refuse(refused);
+    target.counts.attempts = ctx.attempt;
 
     // attempt_timeout(), or the call's deadline if that comes first.
     const time_point start = clock_.now();
@@ -161,16 +157,17 @@ auto basic_client<Clock>::attempt(const endpoint& to, const std::string& key, Re
           if (caller.cancelled() != asio::cancellation_type::none) break;
           if (now >= bound.at) {
             out.emplace(outcome<T>::from_error(bound.reason));
+            ctx.report(resilience::detail::expiry_event_of(bound.reason, ctx.attempt));
             break;
           }
         }
-        std::optional<connection_lease> lease = pool_.reuse(key, now, on, resend || !replayable);
+        std::optional<connection_lease> lease = pool_.reuse(target.key, now, on, resend || !replayable);
         const bool unchecked = lease && !resend && replayable;
         if (!lease) {
           // No idle connection: a wait for one, or a new one, under a bound of
           // its own (the pool's wait is a coroutine, which no slot reaches).
           auto acquired = co_await resilience::detail::run_bounded<lease_result, asio::any_io_executor>(
-              [this, &to] { return pool_.acquire(to); }, ctx, clock_,
+              [this, &target] { return pool_.acquire(target.to); }, ctx, clock_,
               // (An attempt bound by nothing has time_point::max(): no
               // subtraction from it, which a clock before its epoch overflows.)
               resend && bound.at != time_point::max() ? bound.at - now : options_.attempt_timeout(),
@@ -185,20 +182,21 @@ auto basic_client<Clock>::attempt(const endpoint& to, const std::string& key, Re
         if (!lease || caller.cancelled() != asio::cancellation_type::none) break;
         if (now >= bound.at) {
           out.emplace(outcome<T>::from_error(bound.reason));
+          ctx.report(resilience::detail::expiry_event_of(bound.reason, ctx.attempt));
           break;
         }
         // A 429 or 503 from this host may have come while this attempt
         // waited for its connection or tried one the server had closed.
         // (One atomic load while no host is held.)
-        if (holds_.find(key, now)) {
+        if (holds_.find(target.key, now)) {
           lease->keep_alive(now);
           held = true;
           break;
         }
-        const bool again = co_await exchange<ResBody>(*lease, req, ctx, bound, now, unchecked, executor, out);
+        const bool again = co_await exchange<ResBody>(*lease, target.req, ctx, bound, now, unchecked, executor, out);
         // Before the connection goes back to the pool, where a call waiting
         // for it (on another thread, perhaps) would not see the hold yet.
-        if (out && options_.max_host_hold() > duration::zero()) note_hold(key, *out);
+        if (out && options_.max_host_hold() > duration::zero()) note_hold(target.key, *out);
         if (!again) break;
       }
     } catch (...) {
@@ -208,22 +206,29 @@ auto basic_client<Clock>::attempt(const endpoint& to, const std::string& key, Re
       out.emplace(outcome<T>::from_error(asio::error::operation_aborted));  // final, whatever the attempt did
     } else if (held) {
       permit.release();
-      counts.attempts = ctx.attempt - 1;  // this one has not been made yet
+      target.counts.attempts = ctx.attempt - 1;  // this one has not been made yet
       continue;
     }
-    if (out->cancelled()) {
-      permit.release();
-    } else {
-      permit.record(resilience::detail::classify(http::breaker_classifier{}, *out, ctx));
-      // The throttle judges the host by what reached it: an attempt that
-      // ended here (no connection in time, the deadline) says nothing.
-      const auto* r = http::detail::response_of(*out);
-      if (throttle && (r || ctx.value_or(request_may_have_been_sent, false))) {
-        throttle->record(resilience::detail::coarse_now(clock_), r && r->result_int() != 429 && r->result_int() < 500);
-      }
-    }
+    judge(permit, target.throttle, *out, ctx);
     co_return resilience::detail::take(std::move(*out));
   }
+}
+
+template <resilience::clock Clock>
+template <class T>
+void basic_client<Clock>::judge(breaker_permit& permit, resilience::detail::throttle_core* throttle,
+                                const outcome<T>& out, const context& ctx) {
+  if (out.cancelled()) {
+    permit.release();
+    return;
+  }
+  const bool failed = resilience::detail::classify(http::breaker_classifier{}, out, ctx);
+  resilience::detail::reporting_breaker_events(ctx.events, [&] { permit.record(failed); });
+  // The throttle judges the host by what reached it: an attempt that
+  // ended here (no connection in time, the deadline) says nothing.
+  const auto* r = http::detail::response_of(out);
+  if (throttle && (r || ctx.value_or(request_may_have_been_sent, false)))
+    throttle->record(resilience::detail::coarse_now(clock_), r && r->result_int() != 429 && r->result_int() < 500);
 }
 
 template <resilience::clock Clock>
@@ -330,14 +335,36 @@ auto basic_client<Clock>::exchange(connection_lease& lease, Request& req, const 
     lease.close(close_reason::peer_closed);
     co_return true;
   }
-  if (bound.fired() && (!out || out->failed()))
+  if (bound.fired() && (!out || out->failed())) {
     out.emplace(outcome<T>::from_error(limit.reason));  // a response that made it in time still counts
+    ctx.report(resilience::detail::expiry_event_of(limit.reason, ctx.attempt));
+  }
   co_return false;
 }
 
 template <resilience::clock Clock>
-boost::asio::awaitable<error_code> basic_client<Clock>::wait_for_host(detail::host_hold hold, time_point limit,
-                                                                        const context& ctx, tally& counts) {
+boost::asio::awaitable<error_code> basic_client<Clock>::refuse(error_code why) {
+  namespace asio = boost::asio;
+  const bool throws = co_await asio::this_coro::throw_if_cancelled();
+  co_await asio::this_coro::throw_if_cancelled(false);
+  co_await resilience::detail::yield_after_refusal<asio::any_io_executor>(throws);
+  co_return why;
+}
+
+template <resilience::clock Clock>
+boost::asio::awaitable<error_code> basic_client<Clock>::wait_out_holds(const std::string& key, const context& ctx,
+                                                                         tally& counts) {
+  // A later 429 may extend the hold during the wait: looked at again after it.
+  while (const detail::host_hold hold = holds_.find(key, clock_.now())) {
+    if (const error_code held = co_await wait_for_host(key, hold, ctx.deadline, ctx, counts)) co_return held;
+  }
+  co_return error_code{};
+}
+
+template <resilience::clock Clock>
+boost::asio::awaitable<error_code> basic_client<Clock>::wait_for_host(const std::string& key, detail::host_hold hold,
+                                                                        time_point limit, const context& ctx,
+                                                                        tally& counts) {
   namespace asio = boost::asio;
   const time_point now = clock_.now();
   if (now >= ctx.deadline) co_return error_code(error::deadline_exceeded);
@@ -346,10 +373,14 @@ boost::asio::awaitable<error_code> basic_client<Clock>::wait_for_host(detail::ho
   // As a retry gives up on a Retry-After it cannot wait out (a wait that
   // ends at the deadline itself leaves the attempt no time).
   if (rest > options_.retry_after().max_retry_after() || (bounded && rest >= limit - now)) {
-    const bool throws = co_await asio::this_coro::throw_if_cancelled();
-    co_await asio::this_coro::throw_if_cancelled(false);
-    co_await resilience::detail::yield_after_refusal<asio::any_io_executor>(throws);
-    co_return error_code(error::rate_limited);
+    event e{event_kind::host_held};
+    e.outcome = call_outcome::error;
+    e.attempt = ctx.attempt;
+    e.error = error::rate_limited;
+    e.delay = rest;
+    e.host = key;
+    ctx.report(e);
+    co_return co_await refuse(error::rate_limited);
   }
   duration wait = rest;
   if (options_.retry_after().is_jittered()) {
@@ -366,6 +397,13 @@ boost::asio::awaitable<error_code> basic_client<Clock>::wait_for_host(detail::ho
   timer.expires_after(wait);
   co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
   counts.held += clock_.now() - now;
+  {
+    event e{event_kind::host_held};
+    e.attempt = ctx.attempt;
+    e.delay = clock_.now() - now;
+    e.host = key;
+    ctx.report(e);
+  }
   const auto caller = co_await asio::this_coro::cancellation_state;
   if (caller.cancelled() != asio::cancellation_type::none) co_return error_code(asio::error::operation_aborted);
   co_return error_code{};

@@ -129,12 +129,18 @@ boost::asio::awaitable<void> server<Handler, Clock>::session(tcp::socket socket,
   const auto cut = [&](client_phase phase) {
     if (!entry->timed_out) return false;
     if (o.on_slow_client()) o.on_slow_client()(phase);
+    if (o.events()) o.events()->on_event(event{event_kind::slow_client});
     return true;
   };
   // A short answer of the server's own before it closes the connection. It
   // is a request finished like any other, for whoever counts them.
   const auto refuse = [&](bhttp::status status, unsigned version, bhttp::verb method) -> asio::awaitable<void> {
     if (o.on_request_finished()) o.on_request_finished()(request_finished{static_cast<unsigned>(status), {}, method});
+    if (o.events()) {
+      event e{event_kind::request_refused};
+      e.status = static_cast<unsigned>(status);
+      o.events()->on_event(e);
+    }
     auto res = detail::status_response<bhttp::response<bhttp::empty_body>>(status, version, false);
     {
       bound(o.write_timeout());
