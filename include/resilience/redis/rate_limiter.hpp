@@ -306,6 +306,13 @@ boost::asio::awaitable<T, Executor> redis_limited_call(Op op, limiter_core* core
     const time_point at = saturating_add(clock->now(), d.retry_after);
     if (at > give_up || at >= ctx.deadline) {
       core->reject(d.retry_after);
+      {
+        event e{event_kind::rate_limited};
+        e.outcome = call_outcome::error;
+        e.delay = d.retry_after;
+        e.error = resilience::error::rate_limited;
+        ctx.report(e);
+      }
       // Throwing off for the turn (see yield_after_refusal).
       const bool throws = co_await boost::asio::this_coro::throw_if_cancelled();
       co_await boost::asio::this_coro::throw_if_cancelled(false);
