@@ -221,8 +221,12 @@ bool breaker_core::transition(std::uint64_t expected, circuit_state to, time_poi
       }
     }
   }
-  if (from != to && options_.on_state_change())
+  if (from != to && options_.on_state_change()) {
+    // What a hook does to a breaker (a reset()) is no call's: not this one's sink.
+    event_sink* const sink = std::exchange(events_here, nullptr);
     run_hook(options_.on_state_change(), state_change{from, to, epoch, now, open_for});
+    events_here = sink;
+  }
   if (from != to && events_here) {
     event e{kind_of(to)};
     e.delay = open_for;
@@ -242,7 +246,11 @@ void breaker_core::move_to(circuit_state target) {
 
 breaker_ticket breaker_core::reject(circuit_state s, duration retry_after) noexcept {
   rejections_.fetch_add(1, std::memory_order_relaxed);
-  if (options_.on_rejection()) run_hook(options_.on_rejection(), rejection{s, retry_after});
+  if (options_.on_rejection()) {
+    event_sink* const sink = std::exchange(events_here, nullptr);
+    run_hook(options_.on_rejection(), rejection{s, retry_after});
+    events_here = sink;
+  }
   if (events_here) {
     event e{event_kind::circuit_rejected};
     e.outcome = call_outcome::error;

@@ -669,3 +669,43 @@ BOOST_AUTO_TEST_CASE(a_handlers_upstream_calls_report_to_the_servers_sink_unless
   BOOST_TEST(served.seen[1].status == 400u);
   BOOST_TEST(!served.seen[1].outcome);
 }
+
+namespace {
+// Cancels a call from inside the sink, on the event it waits for.
+struct cancelling_events final : resilience::event_sink {
+  resilience::event_kind on;
+  asio::cancellation_signal* signal;
+  int seen = 0;
+  cancelling_events(resilience::event_kind k, asio::cancellation_signal* s) : on(k), signal(s) {}
+  void on_event(const resilience::event& e) noexcept override {
+    if (e.kind != on) return;
+    ++seen;
+    signal->emit(asio::cancellation_type::terminal);
+  }
+};
+}  // namespace
+
+// A refusal stays a refusal (an error in the result, never a throw) when what
+// it reported to cancelled the caller, as the breaker stage's does.
+BOOST_AUTO_TEST_CASE(a_refusal_whose_event_cancels_the_caller_still_ends_with_the_refusal) {
+  asio::io_context io;
+  manual_clock clock;
+  server failing(io);
+  failing.script = [](int) { return step{step::respond, 500, {}, true}; };
+  asio::cancellation_signal cancel;
+  cancelling_events sink{resilience::event_kind::circuit_rejected, &cancel};
+  client_t c(quick()
+                 .max_retries(0)
+                 .breaker(resilience::breaker_options{}.consecutive_failures(1).open_duration(30s))
+                 .events(sink),
+             clock);
+  completion<result_t> first;
+  spawn(io, call(c, failing.at(), get()), first);
+  BOOST_REQUIRE(run_until(io, [&] { return first.done(); }));
+  completion<result_t> rejected;
+  spawn(io, call(c, failing.at(), get()), rejected, &cancel);
+  BOOST_REQUIRE(run_until(io, [&] { return rejected.done(); }));
+  BOOST_TEST(sink.seen == 1);
+  BOOST_TEST(!rejected.exception);
+  BOOST_TEST((error_of(rejected) == resilience::error::circuit_open));
+}

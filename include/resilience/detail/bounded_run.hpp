@@ -415,11 +415,13 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, Clock clock,
   }
   auto result = std::apply([](auto&&... parts) { return spawned_outcome<T>(std::move(parts)...); }, finished);
   if (!expired) expired = ran_out(result.error());
-  if (expired) {
-    if (on_expiry) on_expiry(expiry_event{reason, fire_at, ctx.attempt});
+  if (expired && on_expiry) on_expiry(expiry_event{reason, fire_at, ctx.attempt});
+  if (expired && result.failed()) {
+    // To the sink only when the bound ended the call: a success that came
+    // late still wins, and is no expiry to count.
     ctx.report(expiry_event_of(reason, ctx.attempt));
+    co_return outcome<T>::from_error(reason).get();
   }
-  if (expired && result.failed()) co_return outcome<T>::from_error(reason).get();
   co_return std::move(result).get();
 }
 #if defined(__GNUC__) && !defined(__clang__)

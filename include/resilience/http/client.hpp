@@ -356,7 +356,15 @@ class basic_client {
 
   // A refusal (open breaker, throttle, a hold it cannot wait out) completes
   // through the executor, never inline: a loop of refused calls yields.
-  static boost::asio::awaitable<error_code> refuse(error_code why);
+  // No idle connection: a wait for one, or a new one, into `lease`, under a
+  // bound of its own (the pool's wait is a coroutine, which no slot
+  // reaches). A frame of its own: attempts that reuse a connection do not
+  // carry this one's state in theirs.
+  boost::asio::awaitable<error_code> acquire_into(std::optional<connection_lease>& lease, const endpoint& to,
+                                                  const context& ctx, duration limit);
+
+  // `throws`: the caller's throw_if_cancelled, which it has turned off.
+  static boost::asio::awaitable<error_code> refuse(error_code why, bool throws);
   boost::asio::awaitable<error_code> wait_out_holds(const std::string& key, const context& ctx, tally& counts);
 
   // Before an attempt to a held host: the wait (the rest of the hold, and

@@ -357,13 +357,14 @@ struct guard_steps {
     }
     if (o.max_deadline() != duration::max())
       ctx.deadline = std::min(ctx.deadline, saturating_add(start, o.max_deadline()));
-    ctx.events = o.events();
+    if (o.events()) ctx.events = o.events();  // else the caller's, if any
     if (o.on_request_started()) o.on_request_started()(req);
     return start;
   }
 
-  void report(event_kind kind, unsigned status) const noexcept {
-    if (event_sink* sink = options().events()) {
+  // To the call's sink: the server's, else its caller's.
+  static void report(event_sink* sink, event_kind kind, unsigned status) noexcept {
+    if (sink) {
       event e{kind};
       e.status = status;
       sink->on_event(e);
@@ -377,16 +378,16 @@ struct guard_steps {
 
   // A deadline header that does not parse is the client's error (as gRPC
   // answers it): running without the bound it meant to set would hide it.
-  response bad_deadline(unsigned version, bool keep_alive, time_point start) const {
-    report(event_kind::request_refused, 400);
+  response bad_deadline(unsigned version, bool keep_alive, time_point start, event_sink* sink) const {
+    report(sink, event_kind::request_refused, 400);
     finish(400, start);
     return status_response<response>(boost::beast::http::status::bad_request, version, keep_alive);
   }
 
-  response shed(unsigned version, bool keep_alive, time_point start) const {
+  response shed(unsigned version, bool keep_alive, time_point start, event_sink* sink) const {
     namespace bhttp = boost::beast::http;
     if (options().on_shed()) options().on_shed()(guard->slots_.in_flight());
-    report(event_kind::shed, 503);
+    report(sink, event_kind::shed, 503);
     auto res = status_response<response>(bhttp::status::service_unavailable, version, keep_alive);
     res.set(bhttp::field::retry_after, std::to_string(options().retry_after().count()));
     finish(503, start);
@@ -395,11 +396,11 @@ struct guard_steps {
 
   // The answer to a handler that failed: 504 past the deadline, else 500.
   response failed(const error_code& why, time_point deadline, unsigned version, bool keep_alive,
-                  time_point start) const {
+                  time_point start, event_sink* sink) const {
     namespace bhttp = boost::beast::http;
     if (why == error::deadline_exceeded) {
       if (options().on_deadline_exceeded()) options().on_deadline_exceeded()(deadline);
-      report(event_kind::server_deadline_exceeded, 504);
+      report(sink, event_kind::server_deadline_exceeded, 504);
       finish(504, start);
       return status_response<response>(bhttp::status::gateway_timeout, version, keep_alive);
     }
@@ -426,8 +427,8 @@ boost::asio::awaitable<typename Guard::response_type> guarded_call(const Guard* 
   const time_point start = steps.begin(req, ctx, malformed_deadline);
   const unsigned version = req.version();
   const bool keep_alive = req.keep_alive();
-  if (malformed_deadline) co_return steps.bad_deadline(version, keep_alive, start);
-  if (!guard->slots_.try_acquire()) co_return steps.shed(version, keep_alive, start);
+  if (malformed_deadline) co_return steps.bad_deadline(version, keep_alive, start, ctx.events);
+  if (!guard->slots_.try_acquire()) co_return steps.shed(version, keep_alive, start, ctx.events);
   const bulkhead_permit permit = resilience::detail::adopt_slot(guard->slots_);  // back on every path
 
   // The handler runs as a child bounded by the deadline (run_bounded): on
@@ -437,10 +438,15 @@ boost::asio::awaitable<typename Guard::response_type> guarded_call(const Guard* 
   std::optional<typename Guard::response_type> answer;
   time_point answered_at{};
   error_code why;  // a failure's code, if it had one
+  // The bound reports nothing itself (the server reports the 504 below);
+  // the handler's context carries the sink again.
+  event_sink* const sink = std::exchange(ctx.events, nullptr);
   try {
     co_await resilience::detail::run_bounded<void, asio::any_io_executor>(
-        [guard, &req, &answer, &answered_at](const context& c) {
-          return answer_into(guard, &req, c, &answer, &answered_at);
+        [guard, &req, &answer, &answered_at, sink](const context& c) {
+          context with_sink = c;
+          with_sink.events = sink;
+          return answer_into(guard, &req, with_sink, &answer, &answered_at);
         },
         ctx,
         guard->clock_, duration::max(), asio::cancellation_type::terminal, error::deadline_exceeded);
@@ -463,7 +469,7 @@ boost::asio::awaitable<typename Guard::response_type> guarded_call(const Guard* 
     steps.finish(0, start);
     throw boost::system::system_error(asio::error::operation_aborted);
   }
-  co_return steps.failed(why, ctx.deadline, version, keep_alive, start);
+  co_return steps.failed(why, ctx.deadline, version, keep_alive, start, sink);
 }
 
 // One connection the server keeps track of, for a drain and the sweep of

@@ -129,7 +129,13 @@ auto basic_client<Clock>::attempt(const call_target<Request>& target, const cont
                  }))) {
       refused = error::circuit_open;
     }
-    if (refused) co_return co_await refuse(refused);
+    if (refused) {
+      // Throwing off before the refusal's own frame is entered: a hook that
+      // cancelled the caller must not turn the refusal into a throw.
+      const bool throws = co_await asio::this_coro::throw_if_cancelled();
+      co_await asio::this_coro::throw_if_cancelled(false);
+      co_return co_await refuse(refused, throws);
+    }
     target.counts.attempts = ctx.attempt;
 
     // attempt_timeout(), or the call's deadline if that comes first.
@@ -166,18 +172,13 @@ auto basic_client<Clock>::attempt(const call_target<Request>& target, const cont
         if (!lease) {
           // No idle connection: a wait for one, or a new one, under a bound of
           // its own (the pool's wait is a coroutine, which no slot reaches).
-          auto acquired = co_await resilience::detail::run_bounded<lease_result, asio::any_io_executor>(
-              [this, &target] { return pool_.acquire(target.to); }, ctx, clock_,
-              // (An attempt bound by nothing has time_point::max(): no
-              // subtraction from it, which a clock before its epoch overflows.)
-              resend && bound.at != time_point::max() ? bound.at - now : options_.attempt_timeout(),
-              asio::cancellation_type::terminal);
+          // (An attempt bound by nothing has time_point::max(): no
+          // subtraction from it, which a clock before its epoch overflows.)
+          refused = co_await acquire_into(
+              lease, target.to, ctx,
+              resend && bound.at != time_point::max() ? bound.at - now : options_.attempt_timeout());
           now = clock_.now();
-          if (acquired) {
-            lease.emplace(std::move(*acquired));
-          } else {
-            out.emplace(outcome<T>::from_error(resend && now >= bound.at ? bound.reason : acquired.error()));
-          }
+          if (refused) out.emplace(outcome<T>::from_error(resend && now >= bound.at ? bound.reason : refused));
         }
         if (!lease || caller.cancelled() != asio::cancellation_type::none) break;
         if (now >= bound.at) {
@@ -343,11 +344,19 @@ auto basic_client<Clock>::exchange(connection_lease& lease, Request& req, const 
 }
 
 template <resilience::clock Clock>
-boost::asio::awaitable<error_code> basic_client<Clock>::refuse(error_code why) {
-  namespace asio = boost::asio;
-  const bool throws = co_await asio::this_coro::throw_if_cancelled();
-  co_await asio::this_coro::throw_if_cancelled(false);
-  co_await resilience::detail::yield_after_refusal<asio::any_io_executor>(throws);
+boost::asio::awaitable<error_code> basic_client<Clock>::acquire_into(std::optional<connection_lease>& lease,
+                                                                       const endpoint& to, const context& ctx,
+                                                                       duration limit) {
+  auto acquired = co_await resilience::detail::run_bounded<lease_result, boost::asio::any_io_executor>(
+      [this, &to] { return pool_.acquire(to); }, ctx, clock_, limit, boost::asio::cancellation_type::terminal);
+  if (!acquired) co_return acquired.error();
+  lease.emplace(std::move(*acquired));
+  co_return error_code{};
+}
+
+template <resilience::clock Clock>
+boost::asio::awaitable<error_code> basic_client<Clock>::refuse(error_code why, bool throws) {
+  co_await resilience::detail::yield_after_refusal<boost::asio::any_io_executor>(throws);
   co_return why;
 }
 
@@ -379,8 +388,10 @@ boost::asio::awaitable<error_code> basic_client<Clock>::wait_for_host(const std:
     e.error = error::rate_limited;
     e.delay = rest;
     e.host = key;
+    const bool throws = co_await asio::this_coro::throw_if_cancelled();
+    co_await asio::this_coro::throw_if_cancelled(false);
     ctx.report(e);
-    co_return co_await refuse(error::rate_limited);
+    co_return co_await refuse(error::rate_limited, throws);
   }
   duration wait = rest;
   if (options_.retry_after().is_jittered()) {
@@ -396,16 +407,15 @@ boost::asio::awaitable<error_code> basic_client<Clock>::wait_for_host(const std:
   auto timer = clock_.make_timer(co_await asio::this_coro::executor);
   timer.expires_after(wait);
   co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-  counts.held += clock_.now() - now;
-  {
-    event e{event_kind::host_held};
-    e.attempt = ctx.attempt;
-    e.delay = clock_.now() - now;
-    e.host = key;
-    ctx.report(e);
-  }
+  const duration waited = clock_.now() - now;
+  counts.held += waited;
   const auto caller = co_await asio::this_coro::cancellation_state;
   if (caller.cancelled() != asio::cancellation_type::none) co_return error_code(asio::error::operation_aborted);
+  event e{event_kind::host_held};
+  e.attempt = ctx.attempt;
+  e.delay = waited;
+  e.host = key;
+  ctx.report(e);
   co_return error_code{};
 }
 

@@ -225,9 +225,9 @@ boost::asio::awaitable<void> server<Handler, Clock>::session(tcp::socket socket,
     const time_point start = steps.begin(req, ctx, malformed_deadline);
     std::optional<response_type> res;
     if (malformed_deadline) {
-      res.emplace(steps.bad_deadline(version, client_keeps, start));
+      res.emplace(steps.bad_deadline(version, client_keeps, start, ctx.events));
     } else if (!guard_.slots_.try_acquire()) {
-      res.emplace(steps.shed(version, client_keeps, start));
+      res.emplace(steps.shed(version, client_keeps, start, ctx.events));
     } else {
       const bulkhead_permit permit = resilience::detail::adopt_slot(guard_.slots_);  // back on every path
       error_code why;  // a failure's code, if it had one
@@ -265,7 +265,7 @@ boost::asio::awaitable<void> server<Handler, Clock>::session(tcp::socket socket,
       if (res) {
         steps.finish(res->result_int(), start);
       } else {
-        res.emplace(steps.failed(why, ctx.deadline, version, client_keeps, start));
+        res.emplace(steps.failed(why, ctx.deadline, version, client_keeps, start, ctx.events));
       }
     }
     const bool again = client_keeps && res->keep_alive() && !draining_ && !entry->cancelled;
