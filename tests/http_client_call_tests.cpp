@@ -651,6 +651,7 @@ BOOST_AUTO_TEST_CASE(a_handlers_upstream_calls_report_to_the_servers_sink_unless
   BOOST_REQUIRE_EQUAL(served.seen.size(), 1u);
   BOOST_TEST((served.seen[0].kind == resilience::event_kind::retry));
   BOOST_TEST(served.seen[0].status == 503u, "the retried response's status");
+  BOOST_TEST(served.seen[0].host == upstream.at().key(), "the endpoint the call went to");
   BOOST_TEST(served.seen[0].attempt == 1u);
   BOOST_TEST((served.seen[0].outcome == resilience::call_outcome::error));
 

@@ -104,8 +104,8 @@ struct event {
   boost::system::error_code error;
   // An HTTP status, when there is one (a retried response, a refusal).
   unsigned status = 0;
-  // The HTTP client's endpoint key ("host:port[:tls]") on host_held; empty
-  // elsewhere.
+  // The endpoint key ("host:port[:tls]") of the HTTP client call it comes
+  // from, on every event of the call; empty elsewhere.
   std::string_view host;
 
   const char* name() const noexcept { return to_string(kind); }

@@ -8,6 +8,9 @@
 //   template <awaitable_op Op> auto operator()(Op op, const context& parent = {}) const;  // = run
 //
 // returning an asio::awaitable of the op's value type on the op's executor.
+// run() copies `parent` into the call it makes (the coroutine's parameter
+// is a `context` by value): a pipeline with an event sink hands its first
+// stage a context that lives only as long as the call expression.
 // A stage writes only its call, and one of two bases writes the rest:
 //
 // - stage_base<S>: S has shared state (a breaker, a limiter, a bulkhead),

@@ -63,12 +63,13 @@ boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> b
   properties props;
   props.set(http::idempotent, options.idempotent().value_or(is_idempotent(req)));
   context ctx = context{}.with(props);
-  ctx.events = options_.events() ? options_.events() : options.caller_events();
   // The total bound: the retry never waits past it, and each attempt's own
   // bound ends there at the latest.
   const time_point now = clock_.now();
   ctx.deadline = std::min(options.deadline(), saturating_add(now, options_.total_timeout()));
   const std::string key = to.key();
+  detail::host_tagged_events tagged{options_.events() ? options_.events() : options.caller_events(), key};
+  if (options_.events() || options.caller_events()) ctx.events = &tagged;
   const auto breaker = breakers_.breaker_for(key, now);
   const auto throttle = throttles_ ? throttles_->for_key(key, now, [this] {
     return std::make_shared<resilience::detail::throttle_core>(*options_.adaptive_throttle());
