@@ -105,7 +105,8 @@ struct event {
   // An HTTP status, when there is one (a retried response, a refusal).
   unsigned status = 0;
   // The endpoint key ("host:port[:tls]") of the HTTP client call it comes
-  // from, on every event of the call; empty elsewhere.
+  // from, on every event of the call; empty elsewhere. A view into the call,
+  // valid during on_event only: copy it to keep it.
   std::string_view host;
 
   const char* name() const noexcept { return to_string(kind); }
