@@ -81,6 +81,7 @@
 #include <resilience/http/client_options.hpp>
 #include <resilience/http/deadline_header.hpp>
 #include <resilience/http/detail/host_holds.hpp>
+#include <resilience/http/detail/host_tagged_events.hpp>
 #include <resilience/http/detail/per_host.hpp>
 #include <resilience/http/retry_after_delay.hpp>
 #include <resilience/properties.hpp>
@@ -115,23 +116,6 @@
 namespace resilience::http {
 
 namespace detail {
-
-// A call's events with its endpoint key filled in, passed on to the sink the
-// call reports to. It lives in the call's frame, and is used only when there
-// is a sink.
-class host_tagged_events final : public event_sink {
- public:
-  host_tagged_events(event_sink* next, std::string_view host) noexcept : next_(next), host_(host) {}
-  void on_event(const event& e) noexcept override {
-    event tagged = e;
-    if (tagged.host.empty()) tagged.host = host_;
-    next_->on_event(tagged);
-  }
-
- private:
-  event_sink* next_;
-  std::string_view host_;
-};
 
 // Forwards retry events to client_options::on_retry.
 struct client_retry_hook {
