@@ -93,7 +93,7 @@ throttle_counts throttle_window::admission_counts(time_point now) const noexcept
   return add_current(older, n);
 }
 
-throttle_core::throttle_core(adaptive_throttle_options o) : options_(std::move(o)), window_(options_.window()) {}
+adaptive_throttle_core::adaptive_throttle_core(adaptive_throttle_options o) : options_(std::move(o)), window_(options_.window()) {}
 
 }  // namespace detail
 }  // namespace resilience

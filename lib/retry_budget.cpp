@@ -7,14 +7,14 @@
 
 namespace resilience {
 
-retry_throttle::retry_throttle(std::uint32_t max_tokens, double token_ratio)
+retry_token_budget::retry_token_budget(std::uint32_t max_tokens, double token_ratio)
     : max_milli_(static_cast<std::int64_t>(max_tokens) * 1000), ratio_milli_(0), milli_tokens_(max_milli_) {
-  if (max_tokens < 1 || max_tokens > 1000) detail::invalid_option("retry_throttle: max_tokens must be in [1, 1000]");
+  if (max_tokens < 1 || max_tokens > 1000) detail::invalid_option("retry_token_budget: max_tokens must be in [1, 1000]");
   if (!(token_ratio > 0) || !std::isfinite(token_ratio) || token_ratio > static_cast<double>(max_tokens))
-    detail::invalid_option("retry_throttle: token_ratio must be positive and at most max_tokens");
+    detail::invalid_option("retry_token_budget: token_ratio must be positive and at most max_tokens");
   const double milli = token_ratio * 1000;
   if (std::abs(milli - std::round(milli)) > 1e-6)
-    detail::invalid_option("retry_throttle: token_ratio has at most three decimals (as in gRPC's service config)");
+    detail::invalid_option("retry_token_budget: token_ratio has at most three decimals (as in gRPC's service config)");
   ratio_milli_ = static_cast<std::int64_t>(std::round(milli));
 }
 

@@ -141,7 +141,7 @@ result ratio_budget(const scenario& s) {
 
 result grpc_throttle(const scenario& s) {
   manual_clock clock;
-  resilience::retry_throttle t0{10, 0.1}, t1{10, 0.1}, t2{10, 0.1};
+  resilience::retry_token_budget t0{10, 0.1}, t1{10, 0.1}, t2{10, 0.1};
   const std::array policies{retry_policy(clock, s.attempts, 0).budget(t0), retry_policy(clock, s.attempts, 1).budget(t1),
                             retry_policy(clock, s.attempts, 2).budget(t2)};
   return simulate(s, "gRPC retry throttling", clock,

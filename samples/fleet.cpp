@@ -5,7 +5,7 @@
 //         [--outage A-B | --outage none] [--svg FILE] [--report-json FILE]
 //
 // Four replicas, each a thread with its own io_context and its own
-// resilience::redis::rate_limiter (its own connection), share one key: Q calls
+// resilience::redis::fleet_limiter (its own connection), share one key: Q calls
 // a second for the whole fleet (200 by default), a burst of Q / 10, the
 // default lease (a tenth of the burst) and no waiting for a permit. The load
 // is uneven: replica i runs 4 (i + 1) callers, each calling through its
@@ -30,7 +30,7 @@
 //   - every replica was back on the shared quota within 2 s of Redis's return.
 // The per-second totals are printed as measured; only the aggregate is judged.
 #include <resilience/error.hpp>
-#include <resilience/redis/rate_limiter.hpp>
+#include <resilience/redis/fleet_limiter.hpp>
 #include <resilience/testing/redis_server.hpp>
 
 #include <boost/asio/co_spawn.hpp>
@@ -122,7 +122,7 @@ struct replica {
   };
   std::vector<failure> failures;  // round_trip_failed, every one
   redis::limiter_stats final_stats;
-  const redis::rate_limiter* limiter = nullptr;  // while it runs
+  const redis::fleet_limiter* limiter = nullptr;  // while it runs
 
   std::vector<mode_change> changes() const {
     std::lock_guard lock(events_mutex);
@@ -138,7 +138,7 @@ asio::awaitable<error_code> count_admitted(replica& r, sclock::time_point t0, in
   co_return error_code{};
 }
 
-asio::awaitable<void> caller(const redis::rate_limiter& limiter, replica& r, sclock::time_point t0,
+asio::awaitable<void> caller(const redis::fleet_limiter& limiter, replica& r, sclock::time_point t0,
                              sclock::time_point end, int slots, unsigned seed) {
   asio::steady_timer pause{co_await asio::this_coro::executor};
   pause.expires_at(t0);
@@ -155,7 +155,7 @@ asio::awaitable<void> caller(const redis::rate_limiter& limiter, replica& r, scl
 }
 
 // Round trips made in each second, read at the second's end.
-asio::awaitable<void> sampler(const redis::rate_limiter& limiter, replica& r, sclock::time_point t0, int slots) {
+asio::awaitable<void> sampler(const redis::fleet_limiter& limiter, replica& r, sclock::time_point t0, int slots) {
   asio::steady_timer tick{co_await asio::this_coro::executor};
   std::uint64_t before = 0;
   for (int k = 0; k < slots; ++k) {
@@ -167,11 +167,11 @@ asio::awaitable<void> sampler(const redis::rate_limiter& limiter, replica& r, sc
   }
 }
 
-void run_replica(replica& r, const redis::connection_options& connection, const redis::rate_limiter_options& options,
+void run_replica(replica& r, const redis::connection_options& connection, const redis::fleet_limiter_options& options,
                  sclock::time_point t0, int slots) {
   asio::io_context io;
   {
-    redis::rate_limiter limiter{io.get_executor(), connection,
+    redis::fleet_limiter limiter{io.get_executor(), connection,
                                 options.on_event([&r](const redis::limiter_event& e) {
                                   using kind = redis::limiter_event::kind;
                                   if (e.what == kind::rejected) return;
@@ -559,7 +559,7 @@ int main(int argc, char** argv) {
   // A key of this run's own: a Redis of the user's keeps no state of an
   // earlier run in it.
   const auto key = fmt::format("fleet-demo-{}-{}", ::getpid(), sclock::now().time_since_epoch().count());
-  const auto options = redis::rate_limiter_options{}.key(key).token_bucket(s.quota, 1s, s.burst());
+  const auto options = redis::fleet_limiter_options{}.key(key).token_bucket(s.quota, 1s, s.burst());
   const std::uint32_t max_lease = options.max_lease();
   const std::uint32_t bound = s.quota + s.burst() + replicas * max_lease;
 

@@ -53,7 +53,7 @@ class gateway {
         quotes_(telemetry.counter("gateway.quotes", {{"outcome", "ok"}}, "Quotes answered, by outcome.")),
         failed_(telemetry.counter("gateway.quotes", {{"outcome", "failed"}})),
         client_(rhttp::client_options{}
-                    .budget_per_host(rhttp::retry_throttle_settings{10, 0.1})  // retries stop when most calls fail
+                    .budget_per_host(rhttp::retry_token_budget_settings{10, 0.1})  // retries stop when most calls fail
                     .events(telemetry.events("upstream"))  // retries, refusals, breaker: on /metrics
                     .on_call_finished([this, meter = rhttp::client_meter{telemetry}](const rhttp::client_call_event& e) {
                       meter(e);

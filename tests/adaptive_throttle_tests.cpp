@@ -326,7 +326,7 @@ BOOST_FIXTURE_TEST_SUITE(throttling_stage, throttle_fixture)
 BOOST_AUTO_TEST_CASE(a_throttled_call_is_not_retried_by_default) {
   throttle t(options(), clock);
   for (int i = 0; i < 100000; ++i) t.record(false);  // p > 0.9999
-  resilience::retry_throttle budget{10, 0.1};
+  resilience::retry_token_budget budget{10, 0.1};
   for (int i = 0; i < 3; ++i) budget.record(true);  // 7 tokens left
   const auto call_backend =
       resilience::pipeline(resilience::retry_policy{}.max_attempts(4).clock(clock).budget(budget), t);

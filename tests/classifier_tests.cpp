@@ -78,7 +78,7 @@ BOOST_AUTO_TEST_CASE(any_failure_leaves_the_refusals_out_and_the_fallbacks_defau
 
 BOOST_FIXTURE_TEST_CASE(a_retry_neither_repeats_a_refusal_nor_tells_its_budget, virtual_time) {
   for (const auto& ec : {error_code(error::bulkhead_full), error_code(error::rate_limited)}) {
-    resilience::retry_throttle budget{10, 0.5};
+    resilience::retry_token_budget budget{10, 0.5};
     completion<result> done;
     calls = 0;
     spawn(io,
@@ -92,7 +92,7 @@ BOOST_FIXTURE_TEST_CASE(a_retry_neither_repeats_a_refusal_nor_tells_its_budget, 
 }
 
 BOOST_FIXTURE_TEST_CASE(a_hedge_refused_here_is_not_told_to_the_budget, virtual_time) {
-  resilience::retry_throttle budget{10, 0.5};
+  resilience::retry_token_budget budget{10, 0.5};
   for (int i = 0; i < 4; ++i) budget.record(attempt_verdict::retryable_failure);
   const auto p = resilience::hedging_policy{}.max_attempts(2).delay(1s).clock(clock).budget(budget);
   completion<result> done;

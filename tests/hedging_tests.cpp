@@ -334,7 +334,7 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_FIXTURE_TEST_SUITE(hedging_bounds, hedging_fixture)
 
 BOOST_AUTO_TEST_CASE(a_budget_that_refuses_stops_hedging_and_is_told_outcomes) {
-  resilience::retry_throttle budget{10, 0.5};
+  resilience::retry_token_budget budget{10, 0.5};
   for (int i = 0; i < 6; ++i) budget.record(true);  // 4 tokens left, at most 5 allows a retry
   plan = {{1s, ok}, {1s, ok}};
   const auto hedged = policy().max_attempts(2).delay(100ms).budget(budget);
@@ -348,7 +348,7 @@ BOOST_AUTO_TEST_CASE(a_budget_that_refuses_stops_hedging_and_is_told_outcomes) {
 }
 
 BOOST_AUTO_TEST_CASE(a_budget_that_allows_lets_the_hedge_start) {
-  resilience::retry_throttle budget{10, 0.5};
+  resilience::retry_token_budget budget{10, 0.5};
   plan = {{1s, ok}, {10ms, ok}};
   const auto hedged = policy().max_attempts(2).delay(100ms).budget(budget);
   observed done;

@@ -564,7 +564,7 @@ BOOST_AUTO_TEST_CASE(a_budget_per_host_spends_only_the_failing_hosts_retries) {
   int refusals = 0;
   client_t c(quick()
                  .breaker(resilience::breaker_options{}.consecutive_failures(1000))
-                 .budget_per_host(rhttp::retry_throttle_settings{10, 0.1})
+                 .budget_per_host(rhttp::retry_token_budget_settings{10, 0.1})
                  .on_budget_refused([&](const resilience::budget_refusal&) { ++refusals; }),
              clock);
   for (int i = 0; i < 10; ++i) {
@@ -585,7 +585,7 @@ BOOST_AUTO_TEST_CASE(a_budget_per_host_spends_only_the_failing_hosts_retries) {
   }
   BOOST_TEST(flaky.requests == 6);
   BOOST_TEST(refusals == 9);
-  BOOST_CHECK_THROW(rhttp::client_options{}.budget_per_host(rhttp::retry_throttle_settings{0, 0.1}), std::invalid_argument);
+  BOOST_CHECK_THROW(rhttp::client_options{}.budget_per_host(rhttp::retry_token_budget_settings{0, 0.1}), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(frees_every_frame_when_the_io_context_is_destroyed_mid_call) {

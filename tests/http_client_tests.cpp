@@ -81,7 +81,7 @@ BOOST_AUTO_TEST_CASE(a_retry_budget_stops_retrying_when_most_attempts_fail) {
   manual_clock clock;
   server srv(io);
   srv.script = [](int) { return step{step::respond, 503}; };
-  resilience::retry_throttle throttle{10, 0.1};
+  resilience::retry_token_budget throttle{10, 0.1};
   int refusals = 0;
   client_t c(quick().budget(throttle).on_budget_refused([&](const resilience::budget_refusal&) { ++refusals; }),
              clock);

@@ -14,7 +14,7 @@ namespace bhttp = boost::beast::http;
 namespace rhttp = resilience::http;
 using resilience::time_point;
 
-BOOST_AUTO_TEST_SUITE(deadline_headers)
+BOOST_AUTO_TEST_SUITE(deadline_header)
 
 BOOST_AUTO_TEST_CASE(deadlines_in_beast_fields) {
   const time_point now{10s};

@@ -238,7 +238,7 @@ BOOST_AUTO_TEST_CASE(breaker_registry_opens_the_host_that_fails) {
 // "Retry budgets": once the throttle's tokens are spent, a failure is not
 // retried and the call ends with retry_budget_exhausted.
 BOOST_AUTO_TEST_CASE(retry_throttle_refuses_retries_once_tokens_run_low) {
-  resilience::retry_throttle throttle{10, 0.1};
+  resilience::retry_token_budget throttle{10, 0.1};
   std::vector<std::uint32_t> refused_at;
   const auto policy = resilience::retry_policy{}
                           .max_attempts(4)

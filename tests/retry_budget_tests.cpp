@@ -69,7 +69,7 @@ struct virtual_time {
 BOOST_FIXTURE_TEST_SUITE(retry_budget_accounting, virtual_time)
 
 BOOST_AUTO_TEST_CASE(a_throttle_counts_three_verdicts) {
-  resilience::retry_throttle t{10, 0.5};
+  resilience::retry_token_budget t{10, 0.5};
   for (int i = 0; i < 4; ++i) t.record(attempt_verdict::retryable_failure);
   BOOST_TEST(t.tokens() == 6.0);
   t.record(attempt_verdict::final_failure);
@@ -81,7 +81,7 @@ BOOST_AUTO_TEST_CASE(a_throttle_counts_three_verdicts) {
 // Before: a 403-like failure the policy does not retry was counted as a
 // success, and a client whose calls mostly failed that way kept its tokens.
 BOOST_AUTO_TEST_CASE(a_failure_the_policy_does_not_retry_neither_takes_nor_gives_tokens) {
-  resilience::retry_throttle throttle{10, 0.5};
+  resilience::retry_token_budget throttle{10, 0.5};
   for (int i = 0; i < 4; ++i) throttle.record(attempt_verdict::retryable_failure);
   const auto p = policy().budget(throttle);
   for (int call = 0; call < 5; ++call) {
@@ -106,7 +106,7 @@ BOOST_AUTO_TEST_CASE(a_failure_the_policy_does_not_retry_neither_takes_nor_gives
 }
 
 BOOST_AUTO_TEST_CASE(hedging_counts_a_final_failure_as_neither) {
-  resilience::retry_throttle throttle{10, 0.5};
+  resilience::retry_token_budget throttle{10, 0.5};
   for (int i = 0; i < 4; ++i) throttle.record(attempt_verdict::retryable_failure);
   const auto p = resilience::hedging_policy{}
                      .max_attempts(2)
@@ -183,19 +183,19 @@ struct budget_fixture : resilience::test::retry_time {
 BOOST_FIXTURE_TEST_SUITE(retry_budgets, budget_fixture)
 
 BOOST_AUTO_TEST_CASE(a_throttle_rejects_bad_settings) {
-  BOOST_CHECK_THROW(resilience::retry_throttle(0, 0.1), std::invalid_argument);
-  BOOST_CHECK_THROW(resilience::retry_throttle(1001, 0.1), std::invalid_argument);
-  BOOST_CHECK_THROW(resilience::retry_throttle(10, 0.0), std::invalid_argument);
-  BOOST_CHECK_THROW(resilience::retry_throttle(10, -1.0), std::invalid_argument);
-  BOOST_CHECK_THROW(resilience::retry_throttle(10, std::nan("")), std::invalid_argument);
-  BOOST_CHECK_THROW(resilience::retry_throttle(10, 0.0001), std::invalid_argument);
-  BOOST_CHECK_THROW(resilience::retry_throttle(10, 11.0), std::invalid_argument);
-  BOOST_CHECK_NO_THROW(resilience::retry_throttle(1000, 0.125));
-  BOOST_CHECK_NO_THROW(resilience::retry_throttle(1, 1.0));
+  BOOST_CHECK_THROW(resilience::retry_token_budget(0, 0.1), std::invalid_argument);
+  BOOST_CHECK_THROW(resilience::retry_token_budget(1001, 0.1), std::invalid_argument);
+  BOOST_CHECK_THROW(resilience::retry_token_budget(10, 0.0), std::invalid_argument);
+  BOOST_CHECK_THROW(resilience::retry_token_budget(10, -1.0), std::invalid_argument);
+  BOOST_CHECK_THROW(resilience::retry_token_budget(10, std::nan("")), std::invalid_argument);
+  BOOST_CHECK_THROW(resilience::retry_token_budget(10, 0.0001), std::invalid_argument);
+  BOOST_CHECK_THROW(resilience::retry_token_budget(10, 11.0), std::invalid_argument);
+  BOOST_CHECK_NO_THROW(resilience::retry_token_budget(1000, 0.125));
+  BOOST_CHECK_NO_THROW(resilience::retry_token_budget(1, 1.0));
 }
 
 BOOST_AUTO_TEST_CASE(a_throttle_counts_tokens_as_grpc_does) {
-  resilience::retry_throttle t{10, 0.5};
+  resilience::retry_token_budget t{10, 0.5};
   BOOST_TEST(t.tokens() == 10.0);
   for (int i = 0; i < 4; ++i) t.record(true);
   BOOST_TEST(t.try_retry(), "6 tokens is above half of 10");
@@ -212,7 +212,7 @@ BOOST_AUTO_TEST_CASE(a_throttle_counts_tokens_as_grpc_does) {
 }
 
 BOOST_AUTO_TEST_CASE(a_throttle_stops_retries_when_most_attempts_fail) {
-  resilience::retry_throttle throttle{10, 0.1};
+  resilience::retry_token_budget throttle{10, 0.1};
   const auto p = policy().max_attempts(3).budget(throttle);
   std::vector<int> attempts_per_call;
   for (int call = 0; call < 5; ++call) {
@@ -281,7 +281,7 @@ BOOST_AUTO_TEST_CASE(a_ratio_budget_rejects_bad_settings) {
 }
 
 BOOST_AUTO_TEST_CASE(a_refusal_is_logged_and_ends_the_call_with_its_last_outcome) {
-  resilience::retry_throttle throttle{2, 1.0};
+  resilience::retry_token_budget throttle{2, 1.0};
   throttle.record(true);  // 1 token: not above half of 2
   std::vector<std::string> lines;
   const auto p = policy().budget(throttle).logger([&](std::string_view l) { lines.emplace_back(l); });
@@ -295,7 +295,7 @@ BOOST_AUTO_TEST_CASE(a_refusal_is_logged_and_ends_the_call_with_its_last_outcome
 }
 
 BOOST_AUTO_TEST_CASE(a_refusal_is_an_event_and_can_end_the_call_with_its_own_error) {
-  resilience::retry_throttle throttle{2, 1.0};
+  resilience::retry_token_budget throttle{2, 1.0};
   throttle.record(true);
   std::vector<resilience::budget_refusal> seen;
   std::vector<std::string> failures;

@@ -122,7 +122,7 @@ struct throttle_counts {
 struct accepted_if_succeeded {
   // For the stage: a value without an error is an accept, so it is counted
   // without building an outcome.
-  static constexpr bool accepts_successes = true;
+  static constexpr bool success_verdict = true;
 
   template <class T>
   bool operator()(const outcome<T>& o) const noexcept {
@@ -131,9 +131,6 @@ struct accepted_if_succeeded {
 };
 
 namespace detail {
-
-template <class C>
-concept accepts_every_success = requires { requires C::accepts_successes; };
 
 // The counts of the window, lock-free. Each bucket holds two words, requests
 // and accepts; each word carries, above its count, a tag naming the bucket
@@ -227,11 +224,11 @@ class throttle_window {
 };
 
 // The state a throttle's stages share: options, window, and the judgement.
-class throttle_core {
+class adaptive_throttle_core {
  public:
-  explicit throttle_core(adaptive_throttle_options o);
-  throttle_core(const throttle_core&) = delete;
-  throttle_core& operator=(const throttle_core&) = delete;
+  explicit adaptive_throttle_core(adaptive_throttle_options o);
+  adaptive_throttle_core(const adaptive_throttle_core&) = delete;
+  adaptive_throttle_core& operator=(const adaptive_throttle_core&) = delete;
 
   // The rejection probability for counts `c`.
   double probability(const throttle_counts& c) const noexcept {
@@ -272,7 +269,7 @@ class throttle_core {
 };
 
 template <class T, class Executor, class Op, class Classifier, class Clock>
-boost::asio::awaitable<T, Executor> throttle_call(Op op, throttle_core* core, const Clock* clock,
+boost::asio::awaitable<T, Executor> throttle_call(Op op, adaptive_throttle_core* core, const Clock* clock,
                                                   Classifier accepted, context ctx) {
   if (!core->admit(detail::coarse_now(*clock), ctx.events)) {
     // Throwing off for the turn (see yield_after_refusal).
@@ -287,14 +284,14 @@ boost::asio::awaitable<T, Executor> throttle_call(Op op, throttle_core* core, co
   try {
     if constexpr (std::is_void_v<T>) {
       co_await invoke_op(op, ctx);
-      if constexpr (accepts_every_success<Classifier>) {
+      if constexpr (judges_successes_as<Classifier, true>) {
         core->record(detail::coarse_now(*clock), true);
         co_return;
       }
       result.emplace(outcome<T>::from_value({}));
     } else {
       T value = co_await invoke_op(op, ctx);
-      if constexpr (accepts_every_success<Classifier>) {
+      if constexpr (judges_successes_as<Classifier, true>) {
         if (!outcome_traits<T>::error(value).failed()) {
           core->record(detail::coarse_now(*clock), true);
           co_return value;
@@ -329,7 +326,7 @@ class throttle_stage : public stage_base<throttle_stage<Classifier, Clock>> {
   // For pipeline(): it never waits, so it never outlasts a deadline.
   static constexpr bool respects_deadline = true;
 
-  throttle_stage(detail::throttle_core& core, const Clock& clock, Classifier c)
+  throttle_stage(detail::adaptive_throttle_core& core, const Clock& clock, Classifier c)
       : core_(&core), clock_(&clock), accepted_(std::move(c)) {}
 
   // For pipeline(): the clock the throttle reads, checked against the others.
@@ -341,15 +338,15 @@ class throttle_stage : public stage_base<throttle_stage<Classifier, Clock>> {
   auto call(Op op, const context& parent) const {
     return detail::throttle_call<T, Executor>(std::move(op), core_, clock_, accepted_, parent);
   }
-  detail::throttle_core* core_;
+  detail::adaptive_throttle_core* core_;
   const Clock* clock_;
   [[no_unique_address]] Classifier accepted_;
 };
 
 template <resilience::clock Clock = steady_clock>
 class basic_adaptive_throttle
-    : public shared_state_stage<basic_adaptive_throttle<Clock>, detail::throttle_core, Clock> {
-  using base = shared_state_stage<basic_adaptive_throttle, detail::throttle_core, Clock>;
+    : public shared_state_stage<basic_adaptive_throttle<Clock>, detail::adaptive_throttle_core, Clock> {
+  using base = shared_state_stage<basic_adaptive_throttle, detail::adaptive_throttle_core, Clock>;
   using base::clock_;
   using base::core_;
 

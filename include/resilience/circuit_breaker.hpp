@@ -217,14 +217,14 @@ boost::asio::awaitable<T, Executor> breaker_call(Op op, breaker_core* core, Clas
   try {
     if constexpr (std::is_void_v<T>) {
       co_await invoke_op(op, ctx);
-      if constexpr (ignores_successes<Classifier>) {
+      if constexpr (judges_successes_as<Classifier, false>) {
         reporting_breaker_events(ctx.events, [&] { permit.record_success(); });
         co_return;
       }
       result.emplace(outcome<T>::from_value({}));
     } else {
       T value = co_await invoke_op(op, ctx);
-      if constexpr (ignores_successes<Classifier>) {
+      if constexpr (judges_successes_as<Classifier, false>) {
         if (!outcome_traits<T>::error(value).failed()) {
           reporting_breaker_events(ctx.events, [&] { permit.record_success(); });
           co_return value;

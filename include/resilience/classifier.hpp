@@ -24,11 +24,12 @@
 
 namespace resilience {
 
-// A classifier that declares `static constexpr bool ignores_successes = true`
-// promises it never calls a value without an error transient. Strategies then
-// skip building an outcome for such values: the success path gets cheaper.
-template <class C>
-concept ignores_successes = requires { requires C::ignores_successes; };
+// A classifier that declares `static constexpr bool success_verdict` promises
+// that this is its answer for every value without an error (false for
+// "not a failure", true for the throttle's "accepted"). Strategies then skip
+// building an outcome for such values: the success path gets cheaper.
+template <class C, bool Verdict>
+concept judges_successes_as = requires { requires C::success_verdict == Verdict; };
 
 namespace detail {
 
@@ -56,7 +57,7 @@ bool classify(const C& c, const outcome<T>& o, const context& ctx) {
 // rate_limiter.hpp for retrying on the limiter's own hint, and retry.hpp for
 // waiting out an open breaker).
 struct any_failure {
-  static constexpr bool ignores_successes = true;
+  static constexpr bool success_verdict = false;
 
   template <class T>
   bool operator()(const outcome<T>& o) const noexcept {
@@ -72,7 +73,7 @@ using retry_any_failure = any_failure;
 // fallback's default, since answering for a dependency that was not asked
 // (an open breaker, a full bulkhead) is what a fallback is for.
 struct any_failure_or_refusal {
-  static constexpr bool ignores_successes = true;
+  static constexpr bool success_verdict = false;
 
   template <class T>
   bool operator()(const outcome<T>& o) const noexcept {
@@ -84,7 +85,7 @@ struct any_failure_or_refusal {
 // condition such as errc::connection_reset matches every category mapping to it).
 class retry_on_errors {
  public:
-  static constexpr bool ignores_successes = true;
+  static constexpr bool success_verdict = false;
   static constexpr std::size_t max_codes = 8;
 
   retry_on_errors(std::initializer_list<error_code> codes) {
@@ -109,7 +110,7 @@ class retry_on_errors {
 
 // Never retries (useful to switch retry off in configuration).
 struct retry_never {
-  static constexpr bool ignores_successes = true;
+  static constexpr bool success_verdict = false;
 
   template <class T>
   bool operator()(const outcome<T>&) const noexcept {

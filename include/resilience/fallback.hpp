@@ -121,13 +121,13 @@ boost::asio::awaitable<T, Executor> fallback_call(Op op, Held held, context ctx)
   try {
     if constexpr (std::is_void_v<T>) {
       co_await invoke_op(op, ctx);
-      if constexpr (ignores_successes<classifier>) co_return;
+      if constexpr (judges_successes_as<classifier, false>) co_return;
       first.emplace(outcome<T>::from_value({}));
     } else {
       T value = co_await invoke_op(op, ctx);
       // The success path: no outcome built when the classifier never
       // selects a success.
-      if constexpr (ignores_successes<classifier>) {
+      if constexpr (judges_successes_as<classifier, false>) {
         if (!outcome_traits<T>::error(value).failed()) co_return value;
       }
       first.emplace(std::in_place, std::move(value));

@@ -91,7 +91,12 @@ struct retry_event {
   duration delay;              // the delay after jitter: what is waited
 };
 
-// (no_retry_hook, the default on_retry: detail/retry_support.hpp)
+// The default on_retry hook: does nothing.
+struct no_retry_hook {
+  template <class T>
+  void operator()(const retry_event<T>&) const noexcept {}
+};
+
 // What a delay generator decides after a transient failure: the policy's own
 // backoff, a given delay, or no retry. The time limit and the deadline bound
 // a given delay like any other: one that would end past them is not waited,

@@ -2,11 +2,11 @@
 // shared by every call that retries the same dependency.
 //
 //   // gRPC's retry throttling: 10 tokens, 0.1 back per success.
-//   resilience::retry_throttle throttle{10, 0.1};
+//   resilience::retry_token_budget tokens{10, 0.1};
 //   // or: at most 10% retries over 10 s, with 10 retries a second allowed anyway.
 //   resilience::retry_ratio_budget budget{resilience::retry_ratio_budget_options{}.ratio(0.1)};
 //
-//   const auto policy = resilience::retry_policy{}.max_attempts(4).budget(throttle);
+//   const auto policy = resilience::retry_policy{}.max_attempts(4).budget(tokens);
 //
 // Retries multiply load: three layers that each make 4 attempts turn one
 // request into 64 at the bottom during an outage. A budget makes retrying
@@ -48,18 +48,19 @@ concept retry_budget = requires(B& b) {
   { b.try_retry() } -> std::convertible_to<bool>;
 };
 
-// gRPC's retry throttling (gRFC A6): the token count starts at max_tokens;
+// gRPC's retry throttling (gRFC A6), a budget of tokens (not to be confused
+// with adaptive_throttle.hpp, which refuses first attempts): the token count starts at max_tokens;
 // every retryable failure takes 1, every success gives back token_ratio, up
 // to max_tokens, a final failure neither; retries are allowed while the count
 // is above max_tokens / 2.
-class retry_throttle {
+class retry_token_budget {
  public:
   // max_tokens in [1, 1000]; token_ratio in (0, max_tokens], with at most
   // three decimals as in gRPC's service config. Throws std::invalid_argument
   // naming the field.
-  retry_throttle(std::uint32_t max_tokens, double token_ratio);
-  retry_throttle(const retry_throttle&) = delete;
-  retry_throttle& operator=(const retry_throttle&) = delete;
+  retry_token_budget(std::uint32_t max_tokens, double token_ratio);
+  retry_token_budget(const retry_token_budget&) = delete;
+  retry_token_budget& operator=(const retry_token_budget&) = delete;
 
   // An attempt's outcome. One atomic addition, never a retried
   // compare-and-swap (which two threads would keep failing on each other's
@@ -221,5 +222,8 @@ class basic_retry_ratio_budget {
 };
 
 using retry_ratio_budget = basic_retry_ratio_budget<>;
+
+// The name before 0.2 (CHANGELOG.md).
+using retry_throttle [[deprecated("renamed resilience::retry_token_budget")]] = retry_token_budget;
 
 }  // namespace resilience

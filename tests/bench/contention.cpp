@@ -115,8 +115,8 @@ struct breaker : resilience::circuit_breaker {
             resilience::breaker_options{}.count_window(100).failure_ratio(0.5).minimum_calls(20)) {}
 };
 
-struct throttle : resilience::retry_throttle {
-  throttle() : resilience::retry_throttle(100, 0.1) {}
+struct throttle : resilience::retry_token_budget {
+  throttle() : resilience::retry_token_budget(100, 0.1) {}
 };
 struct ratio_budget : resilience::retry_ratio_budget {
   ratio_budget() : resilience::retry_ratio_budget(resilience::retry_ratio_budget_options{}.ratio(0.1)) {}

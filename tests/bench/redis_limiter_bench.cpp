@@ -1,4 +1,4 @@
-// What a call through resilience::redis::rate_limiter costs, against the
+// What a call through resilience::redis::fleet_limiter costs, against the
 // local resilience::rate_limiter and a bare co_await. A plain program, not a
 // timing loop: N calls, one after the other, in one coroutine on one
 // io_context, every limiter with a quota no call can exhaust (so every call
@@ -15,7 +15,7 @@
 // in a temporary directory and stops it at the end. Exits non-zero if a call
 // was not admitted or Redis could not be reached.
 #include <resilience/rate_limiter.hpp>
-#include <resilience/redis/rate_limiter.hpp>
+#include <resilience/redis/fleet_limiter.hpp>
 #include <resilience/testing/redis_server.hpp>
 
 #include <boost/asio/co_spawn.hpp>
@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
   // A key of each run's own: each starts with a full bucket.
   int keys = 0;
   const auto redis_options = [&](std::uint32_t max_lease) {
-    return redis::rate_limiter_options{}
+    return redis::fleet_limiter_options{}
         .key("bench-" + std::to_string(::getpid()) + "-" + std::to_string(++keys))
         .token_bucket(1'000'000, 1s, 0x7fffffff)
         .max_lease(max_lease)
@@ -175,11 +175,11 @@ int main(int argc, char** argv) {
   for (const std::uint32_t lease : {1000u, 100u, 1u}) {
     const std::uint64_t n = lease == 1 ? per_call_trip_calls : calls;
     const std::uint64_t w = lease == 1 ? 200 : warm;
-    rows.push_back(repeat("redis::rate_limiter, max_lease " + std::to_string(lease), n, repeats, [&] {
+    rows.push_back(repeat("redis::fleet_limiter, max_lease " + std::to_string(lease), n, repeats, [&] {
       asio::io_context io;  // the limiter's: its connection lives here
       std::optional<run_result> result;
       {
-        redis::rate_limiter limiter{io.get_executor(), connection, redis_options(lease)};
+        redis::fleet_limiter limiter{io.get_executor(), connection, redis_options(lease)};
         // The calls run on this io_context too: measure() makes its own, so
         // run them here instead.
         asio::co_spawn(

@@ -13,8 +13,8 @@ namespace {
 
 using resilience::bench::mutex_ratio_budget;
 
-resilience::retry_throttle& shared_throttle() {
-  static resilience::retry_throttle t{100, 0.1};
+resilience::retry_token_budget& shared_throttle() {
+  static resilience::retry_token_budget t{100, 0.1};
   return t;
 }
 resilience::retry_ratio_budget& shared_ratio_budget() {

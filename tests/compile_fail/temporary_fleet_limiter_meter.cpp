@@ -5,11 +5,11 @@
 
 void build() {
 #ifdef RESILIENCE_MISUSE
-  const auto options = resilience::redis::rate_limiter_options{}.key("quota").on_event(
+  const auto options = resilience::redis::fleet_limiter_options{}.key("quota").on_event(
       resilience::redis::limiter_meter(resilience::metrics{}, "quota"));
 #else
   static resilience::metrics telemetry;
-  const auto options = resilience::redis::rate_limiter_options{}.key("quota").on_event(
+  const auto options = resilience::redis::fleet_limiter_options{}.key("quota").on_event(
       resilience::redis::limiter_meter(telemetry, "quota"));
 #endif
   (void)options;

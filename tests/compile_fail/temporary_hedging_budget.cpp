@@ -6,9 +6,9 @@
 
 void build() {
 #ifdef RESILIENCE_MISUSE
-  const auto policy = resilience::hedging_policy{}.budget(resilience::retry_throttle{10, 0.1});
+  const auto policy = resilience::hedging_policy{}.budget(resilience::retry_token_budget{10, 0.1});
 #else
-  static resilience::retry_throttle throttle{10, 0.1};
+  static resilience::retry_token_budget throttle{10, 0.1};
   const auto policy = resilience::hedging_policy{}.budget(throttle);
 #endif
   (void)policy;

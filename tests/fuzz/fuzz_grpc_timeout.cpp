@@ -1,7 +1,7 @@
 // libFuzzer target: grpc-timeout and milliseconds headers. Parsing never
 // crashes or overflows; what parses formats back to a value that parses to
 // no less; formatting any duration gives a valid value that is never less.
-#include <resilience/http/deadline_headers.hpp>
+#include <resilience/http/deadline_format.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -88,16 +88,3 @@ inline duration saturating_sum(duration a, duration b) noexcept {
 }
 
 }  // namespace resilience::detail
-
-namespace resilience {
-
-template <class T>
-struct retry_event;
-
-// The default on_retry hook: does nothing.
-struct no_retry_hook {
-  template <class T>
-  void operator()(const retry_event<T>&) const noexcept {}
-};
-
-}  // namespace resilience

@@ -263,10 +263,10 @@ class basic_client {
   // A host's own retry budget (budget_per_host()) and the client's retry
   // policy consulting it.
   struct host_budget {
-    std::variant<retry_throttle, basic_retry_ratio_budget<Clock>> budget;
+    std::variant<retry_token_budget, basic_retry_ratio_budget<Clock>> budget;
     retry_type policy;
 
-    host_budget(const basic_client& c, const retry_throttle_settings& s)
+    host_budget(const basic_client& c, const retry_token_budget_settings& s)
         : budget(std::in_place_index<0>, s.max_tokens, s.token_ratio), policy(policy_for(c)) {}
     host_budget(const basic_client& c, const retry_ratio_budget_options& r)
         : budget(std::in_place_index<1>, r, c.clock_), policy(policy_for(c)) {}
@@ -343,7 +343,7 @@ class basic_client {
     const std::string& key;
     Request& req;
     breaker_type& breaker;
-    resilience::detail::throttle_core* throttle;
+    resilience::detail::adaptive_throttle_core* throttle;
     tally& counts;
   };
   template <class ResBody, class Request>
@@ -352,7 +352,7 @@ class basic_client {
   // How an attempt ended, told to its host's breaker and throttle (a plain
   // function: what it needs stays out of the attempt's frame).
   template <class T>
-  void judge(breaker_permit& permit, resilience::detail::throttle_core* throttle, const outcome<T>& out,
+  void judge(breaker_permit& permit, resilience::detail::adaptive_throttle_core* throttle, const outcome<T>& out,
              const context& ctx);
 
   // A refusal (open breaker, throttle, a hold it cannot wait out) completes
@@ -407,7 +407,7 @@ class basic_client {
   basic_breaker_registry<std::string, Clock> breakers_;
   retry_type retry_;
   detail::host_holds holds_;
-  std::optional<detail::per_host<resilience::detail::throttle_core>> throttles_;  // with adaptive_throttle() only
+  std::optional<detail::per_host<resilience::detail::adaptive_throttle_core>> throttles_;  // with adaptive_throttle() only
   std::optional<detail::per_host<host_budget>> budgets_;                          // with budget_per_host() only
 };
 

@@ -34,11 +34,13 @@
 namespace resilience::http {
 
 // gRPC's retry throttling for client_options::budget_per_host (each host's
-// retry_throttle): max_tokens in [1, 1000], token_ratio in (0, max_tokens].
-struct retry_throttle_settings {
+// retry_token_budget): max_tokens in [1, 1000], token_ratio in (0, max_tokens].
+struct retry_token_budget_settings {
   std::uint32_t max_tokens = 10;
   double token_ratio = 0.1;
 };
+// The name before 0.2 (CHANGELOG.md).
+using retry_throttle_settings [[deprecated("renamed retry_token_budget_settings")]] = retry_token_budget_settings;
 // What on_retry reports, once per retry, before its wait.
 struct client_retry_event {
   std::uint32_t attempt;  // the attempt that failed, 1-based
@@ -191,7 +193,7 @@ class client_options {
     return resilience::detail::with_option(*this, &client_options::pool_, std::move(p));
   }
   // A retry budget shared by every call of this client (retry_budget.hpp:
-  // gRPC's retry_throttle, or a retry_ratio_budget), told how each attempt
+  // gRPC's retry_token_budget, or a retry_ratio_budget), told how each attempt
   // went and asked before each retry: when most calls fail, retrying stops
   // instead of multiplying the load. A refused retry ends the call with its
   // last response or error, and runs on_budget_refused(). Referred to: it
@@ -207,9 +209,9 @@ class client_options {
   // that one failing host does not spend the retries the others may need.
   // Each is dropped after breaker_limits().idle_after() without calls.
   // Replaces budget(b); on_budget_refused() runs for these too. Throws
-  // std::invalid_argument here for settings retry_throttle would refuse.
-  client_options budget_per_host(retry_throttle_settings s) const {
-    retry_throttle{s.max_tokens, s.token_ratio};  // validates
+  // std::invalid_argument here for settings retry_token_budget would refuse.
+  client_options budget_per_host(retry_token_budget_settings s) const {
+    retry_token_budget{s.max_tokens, s.token_ratio};  // validates
     auto o = resilience::detail::with_option(*this, &client_options::host_budget_, host_budget_settings{s});
     o.budget_ = {};
     return o;
@@ -271,7 +273,7 @@ class client_options {
   const std::function<void(const client_call_event&)>& on_call_finished() const noexcept { return on_finished_; }
   const resilience::detail::budget_ref& budget() const noexcept { return budget_; }
   // What budget_per_host() set: std::monostate when it was not.
-  using host_budget_settings = std::variant<std::monostate, retry_throttle_settings, retry_ratio_budget_options>;
+  using host_budget_settings = std::variant<std::monostate, retry_token_budget_settings, retry_ratio_budget_options>;
   const host_budget_settings& budget_per_host() const noexcept { return host_budget_; }
   const std::function<void(const budget_refusal&)>& on_budget_refused() const noexcept { return on_budget_refused_; }
 

@@ -52,6 +52,7 @@
 
 #include <resilience/clock.hpp>
 #include <resilience/error.hpp>
+#include <resilience/http/endpoint.hpp>
 #include <resilience/timeout.hpp>
 #include <resilience/detail/with_option.hpp>
 
@@ -90,56 +91,6 @@
 #include <vector>
 
 namespace resilience::http {
-
-// Where requests go: a host (name or IP literal), a port, plain or TLS.
-struct endpoint {
-  std::string host;
-  std::uint16_t port = 80;
-  bool tls = false;
-
-  // Throw std::invalid_argument for an empty host, a host with a byte no
-  // name or address has (a control character, a space, one of "/?#@[]\\":
-  // an IPv6 literal is given bare, "::1", and bracketed where it is written),
-  // or port 0.
-  static endpoint http(std::string host, std::uint16_t port = 80) { return validated({std::move(host), port, false}); }
-  static endpoint https(std::string host, std::uint16_t port = 443) { return validated({std::move(host), port, true}); }
-
-  // The factories' check, which the client repeats for an endpoint built
-  // field by field. A CR or LF would otherwise end the Host header early and
-  // start one of the caller's choosing; a NUL would cut the name resolved.
-  void validate() const {
-    if (host.empty()) throw std::invalid_argument("http::endpoint: host must not be empty");
-    for (const char c : host) {
-      if (refused_in_host(static_cast<unsigned char>(c)))
-        throw std::invalid_argument("http::endpoint: host must be a name or an address (IPv6 without brackets), "
-                                    "without spaces, control characters, or any of /?#@[]\\ (a URL goes in the "
-                                    "request's target)");
-    }
-    if (port == 0) throw std::invalid_argument("http::endpoint: port must not be 0");
-  }
-
-  // "host:port", or "host:port:tls": the key of its connections and of its
-  // circuit breaker.
-  std::string key() const;
-  // The Host header's value: the port only when not the scheme's default.
-  std::string authority() const;
-
- private:
-  // Checked on every request: a table, not eleven comparisons a character.
-  static bool refused_in_host(unsigned char c) noexcept {
-    static constexpr auto refused = [] {
-      std::array<bool, 256> t{};
-      for (unsigned u = 0; u <= 0x20; ++u) t[u] = true;
-      for (const char r : std::string_view("\x7f/?#@[]\\")) t[static_cast<unsigned char>(r)] = true;
-      return t;
-    }();
-    return refused[c];
-  }
-  static endpoint validated(endpoint e) {
-    e.validate();
-    return e;
-  }
-};
 
 // Why a connection was closed, as on_closed reports it.
 enum class close_reason : std::uint8_t {
@@ -221,18 +172,21 @@ template <resilience::clock Clock>
 class basic_connection_pool;
 template <resilience::clock Clock>
 class basic_client;
+namespace detail {
+class pool_core;
+}
 
 // One open connection: a TCP stream, or TLS over one, and its read buffer
 // (bytes of a next response may already sit in it).
-class connection {
+class pooled_connection {
  public:
   using tcp_stream = boost::beast::tcp_stream;
   using tls_stream = boost::beast::ssl_stream<boost::beast::tcp_stream>;
 
-  explicit connection(tcp_stream s) : context_(&context_of(s)), stream_(std::in_place_type<tcp_stream>, std::move(s)) {}
-  explicit connection(tls_stream s) : context_(&context_of(s)), stream_(std::in_place_type<tls_stream>, std::move(s)) {}
-  connection(const connection&) = delete;
-  connection& operator=(const connection&) = delete;
+  explicit pooled_connection(tcp_stream s) : context_(&context_of(s)), stream_(std::in_place_type<tcp_stream>, std::move(s)) {}
+  explicit pooled_connection(tls_stream s) : context_(&context_of(s)), stream_(std::in_place_type<tls_stream>, std::move(s)) {}
+  pooled_connection(const pooled_connection&) = delete;
+  pooled_connection& operator=(const pooled_connection&) = delete;
 
   // f(stream), with the stream as its own type (one instantiation each).
   template <class F>
@@ -271,12 +225,12 @@ class connection {
   std::uint32_t reuses_ = 0;
   template <resilience::clock>
   friend class basic_connection_pool;
-  friend class pool_core;
+  friend class detail::pool_core;
 };
 
 }  // namespace resilience::http
 
-#include <resilience/http/detail/pool_core.hpp>  // pool_core: the pool's state, which a lease refers to
+#include <resilience/http/detail/pool_core.hpp>  // detail::pool_core: the pool's state, which a lease refers to
 
 namespace resilience::http {
 
@@ -285,7 +239,7 @@ namespace resilience::http {
 // otherwise.
 class connection_lease {
  public:
-  connection_lease(pool_core& core, pool_core::host& h, std::unique_ptr<connection> c) noexcept
+  connection_lease(detail::pool_core& core, detail::pool_core::host& h, std::unique_ptr<pooled_connection> c) noexcept
       : core_(&core), host_(&h), conn_(std::move(c)) {}
   connection_lease(connection_lease&& o) noexcept
       : core_(std::exchange(o.core_, nullptr)), host_(o.host_), conn_(std::move(o.conn_)), keep_(o.keep_), now_(o.now_) {}
@@ -294,8 +248,8 @@ class connection_lease {
     if (core_) core_->release(*host_, std::move(conn_), keep_, close_reason::failed, now_);
   }
 
-  connection& conn() noexcept { return *conn_; }
-  connection* operator->() noexcept { return conn_.get(); }
+  pooled_connection& conn() noexcept { return *conn_; }
+  pooled_connection* operator->() noexcept { return conn_.get(); }
 
   // The exchange is complete and the connection may carry another: it goes
   // back to the pool, idle from `now`.
@@ -312,11 +266,11 @@ class connection_lease {
  private:
   template <resilience::clock>
   friend class basic_connection_pool;
-  void adopt(std::unique_ptr<connection> c) noexcept { conn_ = std::move(c); }
+  void adopt(std::unique_ptr<pooled_connection> c) noexcept { conn_ = std::move(c); }
 
-  pool_core* core_;
-  pool_core::host* host_;
-  std::unique_ptr<connection> conn_;
+  detail::pool_core* core_;
+  detail::pool_core::host* host_;
+  std::unique_ptr<pooled_connection> conn_;
   bool keep_ = false;
   time_point now_{};
 };
@@ -374,7 +328,7 @@ class basic_connection_pool {
  private:
   // Waits for a grant: a connection, or a place to open one.
   template <class Executor>
-  struct waiter final : pool_waiter {
+  struct waiter final : detail::pool_waiter {
     using timer_type = std::remove_cvref_t<decltype(std::declval<const Clock&>().make_timer(std::declval<Executor>()))>;
     waiter(const Clock& c, const Executor& ex) : executor(ex), timer(c.make_timer(ex)) {}
     // The grant is made under the pool's lock, from any thread: the timer is
@@ -394,12 +348,12 @@ class basic_connection_pool {
   // without resuming (its io_context destroyed): a connection granted then
   // is closed, since nothing may outlive its io_context in the pool.
   struct queue_guard {
-    pool_core* core;
-    pool_core::host* where;
-    pool_waiter* w;
+    detail::pool_core* core;
+    detail::pool_core::host* where;
+    detail::pool_waiter* w;
     ~queue_guard() {
-      if (!core->withdraw(where, *w) && w->state == pool_waiter::status::granted) {
-        w->state = pool_waiter::status::left;
+      if (!core->withdraw(where, *w) && w->state == detail::pool_waiter::status::granted) {
+        w->state = detail::pool_waiter::status::left;
         core->release(*where, std::move(w->granted_connection), false, close_reason::failed, time_point{});
       }
     }
@@ -418,7 +372,7 @@ class basic_connection_pool {
   // until `deadline`. Defined with open() in http/impl/connection_pool.hpp.
   boost::asio::awaitable<lease_result> acquire_impl(endpoint to, time_point deadline);
 
-  boost::asio::awaitable<boost::system::result<std::unique_ptr<connection>>> open(const endpoint& to);
+  boost::asio::awaitable<boost::system::result<std::unique_ptr<pooled_connection>>> open(const endpoint& to);
 
   // Closes connections idle past their time on every host (not only the one
   // asked for) at most twice per idle_timeout(), from the calls themselves:
@@ -434,7 +388,7 @@ class basic_connection_pool {
 
   Clock clock_;
   std::shared_ptr<boost::asio::ssl::context> tls_;
-  pool_core core_;
+  detail::pool_core core_;
   std::atomic<duration::rep> next_sweep_{0};
 };
 

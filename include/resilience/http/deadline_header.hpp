@@ -1,5 +1,5 @@
 // resilience/http/deadline_header.hpp — a deadline read from and written to
-// a Beast message's header fields (deadline_headers.hpp has the values).
+// a Beast message's header fields (deadline_format.hpp has the values).
 //
 //   const auto inbound = resilience::http::deadline_header::grpc_timeout();
 //   const auto outbound = resilience::http::deadline_header::milliseconds("x-request-timeout-ms");
@@ -13,11 +13,11 @@
 // malformed if any one is. write(): sets the header to the
 // time left, rounded up; with no deadline (time_point::max()) it removes the header instead. A
 // deadline already passed is written as the format's least value ("1n" or
-// "0", see deadline_headers.hpp): the peer learns that no time is left.
+// "0", see deadline_format.hpp): the peer learns that no time is left.
 #pragma once
 
 #include <resilience/clock.hpp>
-#include <resilience/http/deadline_headers.hpp>
+#include <resilience/http/deadline_format.hpp>
 
 #include <boost/beast/http/fields.hpp>
 

@@ -3,6 +3,6 @@
 
 #include <resilience/http/classifier.hpp>
 #include <resilience/http/deadline_header.hpp>
-#include <resilience/http/deadline_headers.hpp>
+#include <resilience/http/deadline_format.hpp>
 #include <resilience/http/retry_after.hpp>
 #include <resilience/http/retry_after_delay.hpp>

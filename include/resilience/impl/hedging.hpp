@@ -378,7 +378,7 @@ boost::asio::awaitable<T, Executor> hedged_call(Op op, const Policy* policy, con
       [&](auto handler) { join.launch_first(std::move(handler)); }, token);
 
   // The common case: the first attempt answered alone, with a success.
-  if constexpr (ignores_successes<classifier> && !std::is_void_v<T>) {
+  if constexpr (judges_successes_as<classifier, false> && !std::is_void_v<T>) {
     const auto& e = std::get<0>(first);
     if (!e && join.started() == 1 && !join.aborted()) {
       auto& v = spawned_value<T>(first);

@@ -199,14 +199,14 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
   try {
     if constexpr (std::is_void_v<T>) {
       co_await invoke_op(op, ctx);
-      if constexpr (ignores_successes<classifier>) {
+      if constexpr (judges_successes_as<classifier, false>) {
         policy.budget().record(attempt_verdict::success, true);
         co_return;
       }
       first.make(outcome<T>::from_value({}));
     } else {
       T value = co_await invoke_op(op, ctx);
-      if constexpr (ignores_successes<classifier>) {
+      if constexpr (judges_successes_as<classifier, false>) {
         if (!outcome_traits<T>::error(value).failed()) {
           policy.budget().record(attempt_verdict::success, true);
           co_return value;

@@ -9,7 +9,7 @@
 // this class maps its read and write hooks onto the connection's executor.
 // It connects on the first command and again on the first command after the
 // connection is lost (the caller decides when to try again: see
-// redis::rate_limiter, which backs off). AUTH and SELECT are sent on every
+// redis::fleet_limiter, which backs off). AUTH and SELECT are sent on every
 // connect. hiredis 0.14 has no TLS: reach a remote Redis over a TLS tunnel
 // (stunnel, spiped) or a Unix socket.
 //

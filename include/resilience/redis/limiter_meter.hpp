@@ -2,8 +2,8 @@
 // metrics registry.
 //
 //   resilience::metrics telemetry;
-//   redis::rate_limiter quota{ex, connection,
-//                             redis::rate_limiter_options{}.key("mail")
+//   redis::fleet_limiter quota{ex, connection,
+//                             redis::fleet_limiter_options{}.key("mail")
 //                                 .on_event(redis::limiter_meter(telemetry, "mail"))};
 //
 // Records, labelled limiter.name:
@@ -15,7 +15,7 @@
 #pragma once
 
 #include <resilience/metrics.hpp>
-#include <resilience/redis/rate_limiter.hpp>
+#include <resilience/redis/fleet_limiter.hpp>
 
 #include <array>
 #include <string_view>

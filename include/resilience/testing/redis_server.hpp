@@ -1,7 +1,7 @@
 // resilience/testing/redis_server.hpp — a throwaway redis-server for tests and demos.
 //
 //   resilience::testing::redis_server redis;           // started, ready to accept
-//   resilience::redis::rate_limiter limiter{io.get_executor(), redis.connection(), options};
+//   resilience::redis::fleet_limiter limiter{io.get_executor(), redis.connection(), options};
 //   ...
 //   redis.kill();                                      // as a crash: no goodbye to clients
 //   redis.start();                                     // empty again (nothing is persisted)

@@ -1,5 +1,5 @@
 // The state of a connection pool, by key, not templated on the clock
-// (lib/http/client.cpp), and the callers waiting in it. Not public API;
+// (lib/http/connection_pool.cpp), and the callers waiting in it. Not public API;
 // included by resilience/http/connection_pool.hpp after `connection`.
 #pragma once
 
@@ -17,6 +17,10 @@
 
 namespace resilience::http {
 
+class pooled_connection;
+
+namespace detail {
+
 class pool_core;
 
 // A caller waiting for a connection: shared between its frame and the
@@ -25,12 +29,12 @@ struct pool_waiter {
   enum class status : std::uint8_t { queued, granted, left };
   status state = status::queued;
   const boost::asio::execution_context* context = nullptr;  // the waiting call's
-  std::unique_ptr<connection> granted_connection;  // null: a place to open one in
+  std::unique_ptr<pooled_connection> granted_connection;  // null: a place to open one in
   virtual ~pool_waiter() = default;
   virtual void wake() noexcept = 0;
 };
 
-// The pool's state, by key; not templated on the clock (lib/http/client.cpp).
+// The pool's state, by key; not templated on the clock (lib/http/connection_pool.cpp).
 class pool_core {
  public:
   struct host;
@@ -38,7 +42,7 @@ class pool_core {
   struct acquired {
     grant how;
     host* where;
-    std::unique_ptr<connection> conn;
+    std::unique_ptr<pooled_connection> conn;
   };
 
   explicit pool_core(connection_pool_options o);
@@ -62,7 +66,7 @@ class pool_core {
   void withdraw_waiters_on(const boost::asio::execution_context& ctx) noexcept;
   // Gives a place back: `conn` kept idle (since `now`) when `keep`, closed
   // otherwise (with `why`); to the first waiter if there is one.
-  void release(host& h, std::unique_ptr<connection> conn, bool keep, close_reason why, time_point now) noexcept;
+  void release(host& h, std::unique_ptr<pooled_connection> conn, bool keep, close_reason why, time_point now) noexcept;
   void report_opened(const host& h) const noexcept;
   void report_closed(const host& h, close_reason why) const noexcept;
 
@@ -80,7 +84,7 @@ class pool_core {
   const connection_pool_options& options() const noexcept { return options_; }
 
  private:
-  void close_all(host& h, std::vector<std::unique_ptr<connection>>& out, time_point now, bool all) noexcept;
+  void close_all(host& h, std::vector<std::unique_ptr<pooled_connection>>& out, time_point now, bool all) noexcept;
   template <class Which>
   std::size_t sweep(Which which, close_reason why) noexcept;
 
@@ -95,4 +99,5 @@ class pool_core {
   friend class pool_context_service;
 };
 
+}  // namespace detail
 }  // namespace resilience::http

@@ -72,7 +72,7 @@ boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> b
   if (options_.events() || options.caller_events()) ctx.events = &tagged;
   const auto breaker = breakers_.breaker_for(key, now);
   const auto throttle = throttles_ ? throttles_->for_key(key, now, [this] {
-    return std::make_shared<resilience::detail::throttle_core>(*options_.adaptive_throttle());
+    return std::make_shared<resilience::detail::adaptive_throttle_core>(*options_.adaptive_throttle());
   }) : nullptr;
   const auto host_budget = budgets_ ? budget_for(key, now) : nullptr;
   tally counts;
@@ -218,7 +218,7 @@ auto basic_client<Clock>::attempt(const call_target<Request>& target, const cont
 
 template <resilience::clock Clock>
 template <class T>
-void basic_client<Clock>::judge(breaker_permit& permit, resilience::detail::throttle_core* throttle,
+void basic_client<Clock>::judge(breaker_permit& permit, resilience::detail::adaptive_throttle_core* throttle,
                                 const outcome<T>& out, const context& ctx) {
   if (out.cancelled()) {
     permit.release();
@@ -244,13 +244,13 @@ auto basic_client<Clock>::exchange(connection_lease& lease, Request& req, const 
   namespace bhttp = boost::beast::http;
   using T = result<ResBody>;
   const auto caller = co_await asio::this_coro::cancellation_state;
-  connection& conn = lease.conn();
+  pooled_connection& conn = lease.conn();
   resilience::detail::local_bound<Clock, asio::any_io_executor> bound;
   // The timer's side runs on this call's executor, so never while this
   // frame runs: a lease that lets `conn` go before disarm() below, with no
   // co_await in between, leaves nothing for it to touch.
   if (limit.at != time_point::max()) {
-    bound.arm(clock_, executor, limit.at, [](void* c) noexcept { static_cast<connection*>(c)->abort(); }, &conn);
+    bound.arm(clock_, executor, limit.at, [](void* c) noexcept { static_cast<pooled_connection*>(c)->abort(); }, &conn);
   }
   bool closed_unanswered = false;
   // Whether the next operation may start: the bound's firing closes the

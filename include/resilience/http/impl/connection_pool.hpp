@@ -19,30 +19,30 @@ auto basic_connection_pool<Clock>::acquire_impl(endpoint to, time_point deadline
   const asio::execution_context* const on = &context;
   sweep_now_and_then();
   for (;;) {
-    pool_core::acquired a = core_.acquire(key, clock_.now(), nullptr, on);
-    if (a.how == pool_core::grant::busy) {
+    detail::pool_core::acquired a = core_.acquire(key, clock_.now(), nullptr, on);
+    if (a.how == detail::pool_core::grant::busy) {
       if (!core_.options().wait_for_connection()) co_return error::bulkhead_full;
       if (clock_.now() >= deadline) co_return error::deadline_exceeded;
       auto w = std::make_shared<waiter<executor_type>>(clock_, ex);
       w->self = w;
       core_.watch(context);  // its shutdown withdraws the waiter
       a = core_.acquire(key, clock_.now(), w, on);
-      if (a.how == pool_core::grant::queued) {
+      if (a.how == detail::pool_core::grant::queued) {
         queue_guard guard{&core_, a.where, w.get()};
         w->timer.expires_at(deadline);
         auto [ec] = co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
-        if (!core_.withdraw(a.where, *w) && w->state == pool_waiter::status::granted) {
+        if (!core_.withdraw(a.where, *w) && w->state == detail::pool_waiter::status::granted) {
           // Granted (maybe as the timer fired or the call was cancelled).
-          w->state = pool_waiter::status::left;
+          w->state = detail::pool_waiter::status::left;
           a.conn = std::move(w->granted_connection);
-          a.how = a.conn ? pool_core::grant::reused : pool_core::grant::open_new;
+          a.how = a.conn ? detail::pool_core::grant::reused : detail::pool_core::grant::open_new;
           if (cs.cancelled() != asio::cancellation_type::none) {
             const bool keep = a.conn != nullptr;
             core_.release(*a.where, std::move(a.conn), keep, close_reason::failed, clock_.now());
             co_return asio::error::operation_aborted;
           }
         } else {
-          w->state = pool_waiter::status::left;
+          w->state = detail::pool_waiter::status::left;
           if (cs.cancelled() != asio::cancellation_type::none || (ec && ec != asio::error::operation_aborted))
             co_return asio::error::operation_aborted;
           co_return error::deadline_exceeded;
@@ -50,7 +50,7 @@ auto basic_connection_pool<Clock>::acquire_impl(endpoint to, time_point deadline
       }
     }
     connection_lease lease(core_, *a.where, std::move(a.conn));
-    if (a.how == pool_core::grant::reused) {
+    if (a.how == detail::pool_core::grant::reused) {
       if (!lease->peer_closed()) {
         ++lease->reuses_;
         co_return lease_result(std::move(lease));
@@ -68,11 +68,11 @@ auto basic_connection_pool<Clock>::acquire_impl(endpoint to, time_point deadline
 }
 
 template <resilience::clock Clock>
-auto basic_connection_pool<Clock>::open(const endpoint& to) -> boost::asio::awaitable<boost::system::result<std::unique_ptr<connection>>> {
+auto basic_connection_pool<Clock>::open(const endpoint& to) -> boost::asio::awaitable<boost::system::result<std::unique_ptr<pooled_connection>>> {
   namespace asio = boost::asio;
   using tcp = asio::ip::tcp;
   const auto ex = co_await asio::this_coro::executor;
-  connection::tcp_stream stream(ex);
+  pooled_connection::tcp_stream stream(ex);
   error_code ec;
   const auto address = asio::ip::make_address(to.host, ec);
   const bool literal = !ec;
@@ -93,9 +93,9 @@ auto basic_connection_pool<Clock>::open(const endpoint& to) -> boost::asio::awai
   if (ec) co_return ec;
   core_.watch(asio::query(ex, asio::execution::context));
   stream.socket().set_option(tcp::no_delay(true), ec);
-  if (!to.tls) co_return std::make_unique<connection>(std::move(stream));
+  if (!to.tls) co_return std::make_unique<pooled_connection>(std::move(stream));
 
-  connection::tls_stream tls(std::move(stream), *tls_);
+  pooled_connection::tls_stream tls(std::move(stream), *tls_);
   if (core_.options().verify_peer()) {
     tls.set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
     tls.set_verify_callback(asio::ssl::host_name_verification(to.host));
@@ -107,7 +107,7 @@ auto basic_connection_pool<Clock>::open(const endpoint& to) -> boost::asio::awai
     co_return error_code(static_cast<int>(::ERR_get_error()), asio::error::get_ssl_category());
   std::tie(ec) = co_await tls.async_handshake(asio::ssl::stream_base::client, asio::as_tuple(asio::use_awaitable));
   if (ec) co_return ec;
-  co_return std::make_unique<connection>(std::move(tls));
+  co_return std::make_unique<pooled_connection>(std::move(tls));
 }
 
 template <resilience::clock Clock>
@@ -116,8 +116,8 @@ std::optional<connection_lease> basic_connection_pool<Clock>::reuse(const std::s
                                                                     bool check_peer) {
   sweep_now_and_then(now);
   for (;;) {
-    pool_core::acquired a = core_.acquire(key, now, nullptr, on, true);
-    if (a.how != pool_core::grant::reused) return std::nullopt;
+    detail::pool_core::acquired a = core_.acquire(key, now, nullptr, on, true);
+    if (a.how != detail::pool_core::grant::reused) return std::nullopt;
     std::optional<connection_lease> lease(std::in_place, core_, *a.where, std::move(a.conn));
     if (!check_peer || !(*lease)->peer_closed()) {
       ++(*lease)->reuses_;

@@ -1,5 +1,5 @@
-// Deadline headers: see resilience/http/deadline_headers.hpp.
-#include <resilience/http/deadline_headers.hpp>
+// Deadline header values: see resilience/http/deadline_format.hpp.
+#include <resilience/http/deadline_format.hpp>
 
 #include "ascii.hpp"
 

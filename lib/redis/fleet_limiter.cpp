@@ -1,7 +1,7 @@
 // The shared quota's state behind the lease: the round trip to Redis (one at
 // a time, shared by every caller that finds the lease spent), the breaker
 // that falls back when Redis fails, and the probe that brings it back.
-#include <resilience/redis/rate_limiter.hpp>
+#include <resilience/redis/fleet_limiter.hpp>
 
 #include <resilience/backoff.hpp>
 #include <resilience/detail/with_option.hpp>
@@ -25,22 +25,22 @@ namespace resilience::redis {
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 
-rate_limiter_options rate_limiter_options::key(std::string k) const {
-  if (k.empty()) throw std::invalid_argument("redis::rate_limiter_options::key: empty");
-  if (k.size() > 200) throw std::invalid_argument("redis::rate_limiter_options::key: longer than 200 bytes");
+fleet_limiter_options fleet_limiter_options::key(std::string k) const {
+  if (k.empty()) throw std::invalid_argument("redis::fleet_limiter_options::key: empty");
+  if (k.size() > 200) throw std::invalid_argument("redis::fleet_limiter_options::key: longer than 200 bytes");
   if (k.find_first_of("{}") != std::string::npos)
-    throw std::invalid_argument("redis::rate_limiter_options::key: '{' or '}' (the library adds the hash tag)");
-  return resilience::detail::with_option(*this, &rate_limiter_options::key_, std::move(k));
+    throw std::invalid_argument("redis::fleet_limiter_options::key: '{' or '}' (the library adds the hash tag)");
+  return resilience::detail::with_option(*this, &fleet_limiter_options::key_, std::move(k));
 }
 
-rate_limiter_options rate_limiter_options::token_bucket(std::uint32_t tokens, duration per,
+fleet_limiter_options fleet_limiter_options::token_bucket(std::uint32_t tokens, duration per,
                                                         std::uint32_t burst) const {
   constexpr std::uint32_t max = 0x7fffffff;
-  if (tokens == 0 || tokens > max) throw std::invalid_argument("redis::rate_limiter_options::token_bucket: tokens not in [1, 2^31 - 1]");
-  if (burst == 0 || burst > max) throw std::invalid_argument("redis::rate_limiter_options::token_bucket: burst not in [1, 2^31 - 1]");
-  if (per <= duration::zero()) throw std::invalid_argument("redis::rate_limiter_options::token_bucket: per not positive");
+  if (tokens == 0 || tokens > max) throw std::invalid_argument("redis::fleet_limiter_options::token_bucket: tokens not in [1, 2^31 - 1]");
+  if (burst == 0 || burst > max) throw std::invalid_argument("redis::fleet_limiter_options::token_bucket: burst not in [1, 2^31 - 1]");
+  if (per <= duration::zero()) throw std::invalid_argument("redis::fleet_limiter_options::token_bucket: per not positive");
   if (std::chrono::duration_cast<std::chrono::microseconds>(per).count() / tokens < 1)
-    throw std::invalid_argument("redis::rate_limiter_options::token_bucket: more than one token a microsecond");
+    throw std::invalid_argument("redis::fleet_limiter_options::token_bucket: more than one token a microsecond");
   auto o = *this;
   o.tokens_ = tokens;
   o.per_ = per;
@@ -49,40 +49,40 @@ rate_limiter_options rate_limiter_options::token_bucket(std::uint32_t tokens, du
   return o;
 }
 
-rate_limiter_options rate_limiter_options::max_wait(duration d) const {
-  if (d < duration::zero()) throw std::invalid_argument("redis::rate_limiter_options::max_wait: negative");
-  return resilience::detail::with_option(*this, &rate_limiter_options::max_wait_, d);
+fleet_limiter_options fleet_limiter_options::max_wait(duration d) const {
+  if (d < duration::zero()) throw std::invalid_argument("redis::fleet_limiter_options::max_wait: negative");
+  return resilience::detail::with_option(*this, &fleet_limiter_options::max_wait_, d);
 }
 
-rate_limiter_options rate_limiter_options::max_lease(std::uint32_t n) const {
-  if (n == 0 || n > burst_) throw std::invalid_argument("redis::rate_limiter_options::max_lease: not in [1, burst]");
-  return resilience::detail::with_option(*this, &rate_limiter_options::max_lease_, n);
+fleet_limiter_options fleet_limiter_options::max_lease(std::uint32_t n) const {
+  if (n == 0 || n > burst_) throw std::invalid_argument("redis::fleet_limiter_options::max_lease: not in [1, burst]");
+  return resilience::detail::with_option(*this, &fleet_limiter_options::max_lease_, n);
 }
 
-rate_limiter_options rate_limiter_options::lease_lifetime(duration d) const {
-  if (d <= duration::zero()) throw std::invalid_argument("redis::rate_limiter_options::lease_lifetime: not positive");
-  return resilience::detail::with_option(*this, &rate_limiter_options::lease_lifetime_, d);
+fleet_limiter_options fleet_limiter_options::lease_lifetime(duration d) const {
+  if (d <= duration::zero()) throw std::invalid_argument("redis::fleet_limiter_options::lease_lifetime: not positive");
+  return resilience::detail::with_option(*this, &fleet_limiter_options::lease_lifetime_, d);
 }
 
-rate_limiter_options rate_limiter_options::fallback(fallback_mode m) const {
+fleet_limiter_options fleet_limiter_options::fallback(fallback_mode m) const {
   if (m != fallback_mode::local_share && m != fallback_mode::fail_open && m != fallback_mode::fail_closed)
-    throw std::invalid_argument("redis::rate_limiter_options::fallback: unknown mode");
-  return resilience::detail::with_option(*this, &rate_limiter_options::fallback_, m);
+    throw std::invalid_argument("redis::fleet_limiter_options::fallback: unknown mode");
+  return resilience::detail::with_option(*this, &fleet_limiter_options::fallback_, m);
 }
 
-rate_limiter_options rate_limiter_options::replicas_hint(std::uint32_t n) const {
-  if (n == 0 || n > 65536) throw std::invalid_argument("redis::rate_limiter_options::replicas_hint: not in [1, 65536]");
-  return resilience::detail::with_option(*this, &rate_limiter_options::replicas_hint_, n);
+fleet_limiter_options fleet_limiter_options::replicas_hint(std::uint32_t n) const {
+  if (n == 0 || n > 65536) throw std::invalid_argument("redis::fleet_limiter_options::replicas_hint: not in [1, 65536]");
+  return resilience::detail::with_option(*this, &fleet_limiter_options::replicas_hint_, n);
 }
 
-rate_limiter_options rate_limiter_options::clock_from(time_source s) const {
+fleet_limiter_options fleet_limiter_options::clock_from(time_source s) const {
   if (s != time_source::redis && s != time_source::local)
-    throw std::invalid_argument("redis::rate_limiter_options::clock_from: unknown source");
-  return resilience::detail::with_option(*this, &rate_limiter_options::time_source_, s);
+    throw std::invalid_argument("redis::fleet_limiter_options::clock_from: unknown source");
+  return resilience::detail::with_option(*this, &fleet_limiter_options::time_source_, s);
 }
 
-rate_limiter_options rate_limiter_options::on_event(std::function<void(const limiter_event&)> f) const {
-  return resilience::detail::with_option(*this, &rate_limiter_options::on_event_, std::move(f));
+fleet_limiter_options fleet_limiter_options::on_event(std::function<void(const limiter_event&)> f) const {
+  return resilience::detail::with_option(*this, &fleet_limiter_options::on_event_, std::move(f));
 }
 
 namespace detail {
@@ -156,7 +156,7 @@ error_code protocol_error() { return boost::system::errc::make_error_code(boost:
 
 class limiter_impl final : public limiter_core, public std::enable_shared_from_this<limiter_impl> {
  public:
-  limiter_impl(asio::any_io_executor ex, connection_options c, rate_limiter_options o)
+  limiter_impl(asio::any_io_executor ex, connection_options c, fleet_limiter_options o)
       : executor_(ex),
         connection_(ex, std::move(c)),
         options_(std::move(o)),
@@ -194,7 +194,7 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
     return s;
   }
 
-  const rate_limiter_options& options() const noexcept override { return options_; }
+  const fleet_limiter_options& options() const noexcept override { return options_; }
 
   void shutdown() noexcept override {
     shut_.store(true, std::memory_order_release);
@@ -461,7 +461,7 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
 
   asio::any_io_executor executor_;
   connection connection_;
-  const rate_limiter_options options_;
+  const fleet_limiter_options options_;
   const std::string bucket_key_;
   const std::string replicas_key_;
   const std::string replica_id_;
@@ -493,8 +493,8 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
 }  // namespace
 
 std::shared_ptr<limiter_core> limiter_core::make(asio::any_io_executor ex, connection_options c,
-                                                 rate_limiter_options o) {
-  if (o.key().empty()) throw std::invalid_argument("redis::rate_limiter: the options name no key");
+                                                 fleet_limiter_options o) {
+  if (o.key().empty()) throw std::invalid_argument("redis::fleet_limiter: the options name no key");
   return std::make_shared<limiter_impl>(std::move(ex), std::move(c), std::move(o));
 }
 

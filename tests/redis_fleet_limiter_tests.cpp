@@ -1,7 +1,7 @@
-// resilience/redis/rate_limiter.hpp and limiter_meter.hpp, against a real
+// resilience/redis/fleet_limiter.hpp and limiter_meter.hpp, against a real
 // redis-server started by each test.
 #include <resilience/redis/limiter_meter.hpp>
-#include <resilience/redis/rate_limiter.hpp>
+#include <resilience/redis/fleet_limiter.hpp>
 #include <resilience/testing/manual_clock.hpp>
 #include <resilience/testing/redis_server.hpp>
 
@@ -33,7 +33,7 @@ namespace {
 
 // A limiter on the test's manual_clock; with local_time, its bucket runs on
 // that clock too (instead of Redis's TIME).
-using test_clock_limiter = redis::basic_rate_limiter<resilience::testing::manual_clock>;
+using test_clock_limiter = redis::basic_fleet_limiter<resilience::testing::manual_clock>;
 constexpr auto local_time = redis::time_source::local;
 
 asio::awaitable<error_code> succeed() { co_return error_code{}; }
@@ -82,10 +82,10 @@ struct events {
 
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(redis_rate_limiter)
+BOOST_AUTO_TEST_SUITE(redis_fleet_limiter)
 
 BOOST_AUTO_TEST_CASE(options_refuse_bad_values_where_they_enter) {
-  redis::rate_limiter_options o;
+  redis::fleet_limiter_options o;
   BOOST_CHECK_THROW(o.key(""), std::invalid_argument);
   BOOST_CHECK_THROW(o.key("a{b}"), std::invalid_argument);
   BOOST_CHECK_THROW(o.key(std::string(201, 'k')), std::invalid_argument);
@@ -100,7 +100,7 @@ BOOST_AUTO_TEST_CASE(options_refuse_bad_values_where_they_enter) {
   BOOST_CHECK_THROW(o.replicas_hint(0), std::invalid_argument);
   BOOST_CHECK_THROW(o.fallback(static_cast<redis::fallback_mode>(9)), std::invalid_argument);
   asio::io_context io;
-  BOOST_CHECK_THROW(redis::rate_limiter(io.get_executor(), {}, o), std::invalid_argument);  // no key
+  BOOST_CHECK_THROW(redis::fleet_limiter(io.get_executor(), {}, o), std::invalid_argument);  // no key
   BOOST_TEST(o.token_bucket(100, 1s, 50).max_lease() == 5u);  // a tenth of the burst
   BOOST_TEST(o.token_bucket(100, 1s, 5).max_lease() == 1u);
 }
@@ -112,7 +112,7 @@ BOOST_AUTO_TEST_CASE(a_new_key_starts_full_and_the_burst_then_the_rate_hold_on_v
   events ev;
   test_clock_limiter limiter{
       io.get_executor(), server.connection(),
-      redis::rate_limiter_options{}.key("burst").token_bucket(10, 1s, 5).max_lease(1)
+      redis::fleet_limiter_options{}.key("burst").token_bucket(10, 1s, 5).max_lease(1)
           .clock_from(local_time).on_event(ev.sink()),
       clock};
   for (int i = 0; i < 5; ++i) BOOST_TEST(!call(io, limiter), "call " << i);
@@ -152,7 +152,7 @@ BOOST_AUTO_TEST_CASE(a_waiting_call_sleeps_until_redis_says_and_asks_again) {
   resilience::testing::manual_clock clock;
   test_clock_limiter limiter{
       io.get_executor(), server.connection(),
-      redis::rate_limiter_options{}.key("wait").token_bucket(10, 1s, 1).max_wait(150ms)
+      redis::fleet_limiter_options{}.key("wait").token_bucket(10, 1s, 1).max_wait(150ms)
           .clock_from(local_time),
       clock};
   BOOST_TEST(!call(io, limiter));
@@ -175,7 +175,7 @@ BOOST_AUTO_TEST_CASE(replicas_share_one_bucket_on_redis_time_whatever_their_cloc
   asio::io_context io;
   resilience::testing::manual_clock early, late;
   late.advance(std::chrono::hours(5));  // skewed by five hours: Redis's TIME decides
-  const auto options = redis::rate_limiter_options{}.key("shared").token_bucket(1, std::chrono::hours(1), 6).max_lease(2);
+  const auto options = redis::fleet_limiter_options{}.key("shared").token_bucket(1, std::chrono::hours(1), 6).max_lease(2);
   test_clock_limiter a{io.get_executor(), server.connection(), options, early};
   test_clock_limiter b{io.get_executor(), server.connection(), options, late};
   int admitted = 0;
@@ -189,8 +189,8 @@ BOOST_AUTO_TEST_CASE(callers_on_two_threads_share_the_lease_and_never_overdraw_i
   redis_server server;
   asio::io_context io{2};
   auto strand = asio::make_strand(io);
-  redis::rate_limiter limiter{strand, server.connection(),
-                              redis::rate_limiter_options{}.key("threads").token_bucket(1, std::chrono::hours(1), 500)
+  redis::fleet_limiter limiter{strand, server.connection(),
+                              redis::fleet_limiter_options{}.key("threads").token_bucket(1, std::chrono::hours(1), 500)
                                   .max_lease(20).lease_lifetime(10s)};
   std::atomic<int> admitted{0}, refused{0};
   auto caller = [&]() -> asio::awaitable<void> {
@@ -211,8 +211,8 @@ BOOST_AUTO_TEST_CASE(callers_on_two_threads_share_the_lease_and_never_overdraw_i
 BOOST_AUTO_TEST_CASE(leases_make_one_round_trip_per_many_calls) {
   redis_server server;
   asio::io_context io;
-  redis::rate_limiter limiter{io.get_executor(), server.connection(),
-                              redis::rate_limiter_options{}.key("lease").token_bucket(1000, 1s, 1000).max_lease(50)
+  redis::fleet_limiter limiter{io.get_executor(), server.connection(),
+                              redis::fleet_limiter_options{}.key("lease").token_bucket(1000, 1s, 1000).max_lease(50)
                                   .lease_lifetime(10s)};
   for (int i = 0; i < 1000; ++i) BOOST_TEST_REQUIRE(!call(io, limiter));
   const auto s = limiter.stats();
@@ -230,7 +230,7 @@ BOOST_AUTO_TEST_CASE(redis_killed_falls_back_to_the_local_share_and_comes_back_w
   resilience::testing::manual_clock clock;  // the local share's time stands still: its count is exact
   test_clock_limiter limiter{
       io.get_executor(), server.connection(),
-      redis::rate_limiter_options{}.key("killed").token_bucket(100, 1s, 100).max_lease(1).replicas_hint(4)
+      redis::fleet_limiter_options{}.key("killed").token_bucket(100, 1s, 100).max_lease(1).replicas_hint(4)
           .on_event(ev.sink()),
       clock};
   BOOST_TEST(!call(io, limiter));
@@ -262,7 +262,7 @@ BOOST_AUTO_TEST_CASE(after_redis_restarts_empty_the_share_counts_the_replicas_se
   redis_server server;
   asio::io_context io;
   resilience::testing::manual_clock clock;  // stands still: within the replicas window throughout
-  const auto options = redis::rate_limiter_options{}.key("restarted").token_bucket(100, 1s, 100).max_lease(1);
+  const auto options = redis::fleet_limiter_options{}.key("restarted").token_bucket(100, 1s, 100).max_lease(1);
   test_clock_limiter a{io.get_executor(), server.connection(), options, clock};
   test_clock_limiter b{io.get_executor(), server.connection(), options, clock};
   BOOST_TEST(!call(io, a));
@@ -287,7 +287,7 @@ BOOST_AUTO_TEST_CASE(the_share_before_redis_was_ever_reached_is_the_quota_over_t
   asio::io_context io;
   resilience::testing::manual_clock clock;
   test_clock_limiter limiter{
-      io.get_executor(), server.connection(), redis::rate_limiter_options{}.key("hint").token_bucket(100, 1s, 100).replicas_hint(4),
+      io.get_executor(), server.connection(), redis::fleet_limiter_options{}.key("hint").token_bucket(100, 1s, 100).replicas_hint(4),
       clock};
   int admitted = 0;
   for (int i = 0; i < 40; ++i) admitted += !call(io, limiter);
@@ -302,8 +302,8 @@ BOOST_AUTO_TEST_CASE(a_slow_redis_is_a_bounded_wait_then_the_fallback) {
   redis_server server;
   asio::io_context io;
   events ev;
-  redis::rate_limiter limiter{io.get_executor(), server.connection().command_timeout(40ms),
-                              redis::rate_limiter_options{}.key("slow").token_bucket(100, 1s).max_lease(1)
+  redis::fleet_limiter limiter{io.get_executor(), server.connection().command_timeout(40ms),
+                              redis::fleet_limiter_options{}.key("slow").token_bucket(100, 1s).max_lease(1)
                                   .fallback(redis::fallback_mode::fail_open).on_event(ev.sink())};
   BOOST_TEST(!call(io, limiter));
   // CLIENT PAUSE from another client holds every command for a second,
@@ -328,7 +328,7 @@ BOOST_AUTO_TEST_CASE(a_redis_that_answers_ping_but_refuses_the_script_keeps_the_
   resilience::testing::manual_clock clock;
   test_clock_limiter limiter{
       io.get_executor(), server.connection().user("pinger", "pw"),
-      redis::rate_limiter_options{}.key("acl").token_bucket(100, 1s, 100).replicas_hint(4).on_event(ev.sink()),
+      redis::fleet_limiter_options{}.key("acl").token_bucket(100, 1s, 100).replicas_hint(4).on_event(ev.sink()),
       clock};
   // Probes for 300 ms of real time: each runs the script, which NOPERM refuses.
   const auto until = std::chrono::steady_clock::now() + 300ms;
@@ -347,7 +347,7 @@ BOOST_AUTO_TEST_CASE(a_rate_that_does_not_divide_is_rounded_so_that_a_permit_nev
   resilience::testing::manual_clock clock;
   test_clock_limiter limiter{
       io.get_executor(), server.connection(),
-      redis::rate_limiter_options{}.key("thirds").token_bucket(3, 1s, 1).clock_from(local_time), clock};
+      redis::fleet_limiter_options{}.key("thirds").token_bucket(3, 1s, 1).clock_from(local_time), clock};
   BOOST_TEST(!call(io, limiter));
   BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
   BOOST_TEST((limiter.time_until_permit() == std::chrono::microseconds(333'334)));
@@ -362,8 +362,8 @@ BOOST_AUTO_TEST_CASE(fail_closed_turns_every_call_away_while_redis_is_down) {
   server.kill();
   asio::io_context io;
   events ev;
-  redis::rate_limiter limiter{io.get_executor(), server.connection(),
-                              redis::rate_limiter_options{}.key("closed").fallback(redis::fallback_mode::fail_closed)
+  redis::fleet_limiter limiter{io.get_executor(), server.connection(),
+                              redis::fleet_limiter_options{}.key("closed").fallback(redis::fallback_mode::fail_closed)
                                   .on_event(ev.sink())};
   for (int i = 0; i < 5; ++i) BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
   BOOST_TEST(ev.count(redis::limiter_event::kind::fell_back) == 1u);
@@ -376,8 +376,8 @@ BOOST_AUTO_TEST_CASE(the_meter_counts_events_and_shows_the_fallback_as_a_gauge) 
   server.kill();
   asio::io_context io;
   resilience::metrics telemetry;
-  redis::rate_limiter limiter{io.get_executor(), server.connection(),
-                              redis::rate_limiter_options{}.key("metered").fallback(redis::fallback_mode::fail_closed)
+  redis::fleet_limiter limiter{io.get_executor(), server.connection(),
+                              redis::fleet_limiter_options{}.key("metered").fallback(redis::fallback_mode::fail_closed)
                                   .on_event(redis::limiter_meter(telemetry, "mail"))};
   for (int i = 0; i < 3; ++i) BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
   auto events = [&](const char* name) {
@@ -396,8 +396,8 @@ BOOST_AUTO_TEST_CASE(the_meter_counts_events_and_shows_the_fallback_as_a_gauge) 
 BOOST_AUTO_TEST_CASE(a_script_flushed_from_redis_is_loaded_again) {
   redis_server server;
   asio::io_context io;
-  redis::rate_limiter limiter{io.get_executor(), server.connection(),
-                              redis::rate_limiter_options{}.key("flush").token_bucket(100, 1s).max_lease(1)};
+  redis::fleet_limiter limiter{io.get_executor(), server.connection(),
+                              redis::fleet_limiter_options{}.key("flush").token_bucket(100, 1s).max_lease(1)};
   BOOST_TEST(!call(io, limiter));
   redis::connection admin{io.get_executor(), server.connection()};
   command(io, admin, {"SCRIPT", "FLUSH"});
@@ -409,8 +409,8 @@ BOOST_AUTO_TEST_CASE(the_limiter_and_its_context_go_with_a_round_trip_and_a_prob
   redis_server server;
   auto io = std::make_unique<asio::io_context>();
   {
-    redis::rate_limiter limiter{io->get_executor(), server.connection().command_timeout(5s),
-                                redis::rate_limiter_options{}.key("gone").max_lease(1)};
+    redis::fleet_limiter limiter{io->get_executor(), server.connection().command_timeout(5s),
+                                redis::fleet_limiter_options{}.key("gone").max_lease(1)};
     BOOST_TEST(!call(*io, limiter));
     server.pause();
     auto pending = start_call(*io, limiter);  // its round trip waits on a paused Redis

@@ -1,4 +1,4 @@
-// resilience/http/deadline_headers.hpp — deadlines that travel in headers.
+// resilience/http/deadline_format.hpp — how a deadline is written in a header value.
 // No Beast here: header values in, durations and deadlines out.
 //
 //   // inbound: the caller's deadline, on our clock

@@ -2,7 +2,7 @@
 // header parsed and formatted, and deadlines made from them.
 #include "support.hpp"
 
-#include <resilience/http/deadline_headers.hpp>
+#include <resilience/http/deadline_format.hpp>
 
 #include <chrono>
 #include <string>
@@ -12,7 +12,7 @@ namespace rhttp = resilience::http;
 using resilience::duration;
 using resilience::time_point;
 
-BOOST_AUTO_TEST_SUITE(deadline_headers)
+BOOST_AUTO_TEST_SUITE(deadline_format)
 
 BOOST_AUTO_TEST_CASE(grpc_timeout_parses_every_unit) {
   BOOST_TEST((rhttp::parse_grpc_timeout("1H") == duration(1h)));

@@ -1,11 +1,11 @@
-// resilience/redis/rate_limiter.hpp — one rate limit shared by every replica
+// resilience/redis/fleet_limiter.hpp — one rate limit shared by every replica
 // of a service, kept in Redis.
 //
 //   using namespace std::chrono_literals;
 //   namespace redis = resilience::redis;
-//   redis::rate_limiter limiter{io.get_executor(),
+//   redis::fleet_limiter limiter{io.get_executor(),
 //                               redis::connection_options{}.tcp("10.0.0.5", 6379),
-//                               redis::rate_limiter_options{}.key("mail-provider")
+//                               redis::fleet_limiter_options{}.key("mail-provider")
 //                                   .token_bucket(100, 1s, 20)   // 100 a second for the whole fleet
 //                                   .max_wait(250ms)};           // wait up to 250 ms for a permit
 //   auto sent = co_await limiter([&] { return mail.async_send(msg); });
@@ -123,7 +123,7 @@ struct limiter_stats {
   std::uint32_t replicas = 0;    // as Redis last said
 };
 
-// Every default of rate_limiter_options and the limiter's fixed schedules,
+// Every default of fleet_limiter_options and the limiter's fixed schedules,
 // in one place (docs/strategies/fleet-rate-limiter.md tables them).
 struct limiter_defaults {
   static constexpr std::uint32_t tokens = 100;  // for the whole fleet...
@@ -139,33 +139,33 @@ struct limiter_defaults {
   static constexpr duration replicas_window = std::chrono::seconds(10);
 };
 
-class rate_limiter_options {
+class fleet_limiter_options {
  public:
   // The limit's name in Redis: non-empty, at most 200 bytes, without '{' or
   // '}' (the library adds the hash tag). Required: a limiter without a key
   // throws at construction.
-  rate_limiter_options key(std::string k) const;
+  fleet_limiter_options key(std::string k) const;
   // `tokens` every `per` for the whole fleet, at most `burst` saved up;
   // tokens and burst in [1, 2^31 - 1], per / tokens at least 1 us.
-  rate_limiter_options token_bucket(std::uint32_t tokens, duration per, std::uint32_t burst) const;
-  rate_limiter_options token_bucket(std::uint32_t tokens, duration per) const {
+  fleet_limiter_options token_bucket(std::uint32_t tokens, duration per, std::uint32_t burst) const;
+  fleet_limiter_options token_bucket(std::uint32_t tokens, duration per) const {
     return token_bucket(tokens, per, tokens);
   }
   // How long a call may wait for a permit: zero (the default), positive, or
   // duration::max() for no limit but the context's deadline.
-  rate_limiter_options max_wait(duration d) const;
+  fleet_limiter_options max_wait(duration d) const;
   // Permits one round trip may lease, 1 to burst: the overshoot per replica.
-  rate_limiter_options max_lease(std::uint32_t n) const;
+  fleet_limiter_options max_lease(std::uint32_t n) const;
   // How long a leased permit may wait to be spent: positive.
-  rate_limiter_options lease_lifetime(duration d) const;
-  rate_limiter_options fallback(fallback_mode m) const;
+  fleet_limiter_options lease_lifetime(duration d) const;
+  fleet_limiter_options fallback(fallback_mode m) const;
   // Replicas assumed for the local share before Redis has told: 1 to 2^16
   // (the default, 1, gives the whole quota: set it to the fleet's size).
-  rate_limiter_options replicas_hint(std::uint32_t n) const;
-  rate_limiter_options clock_from(time_source s) const;
+  fleet_limiter_options replicas_hint(std::uint32_t n) const;
+  fleet_limiter_options clock_from(time_source s) const;
   // Every event; the breaker's on the connection's executor, rejections on
   // the rejected call's thread. It must not throw.
-  rate_limiter_options on_event(std::function<void(const limiter_event&)> f) const;
+  fleet_limiter_options on_event(std::function<void(const limiter_event&)> f) const;
 
   const std::string& key() const noexcept { return key_; }
   std::uint32_t tokens() const noexcept { return tokens_; }
@@ -205,13 +205,13 @@ struct permit_decision {
 };
 
 // The shared state: the lease (here, for the call's fast path), and behind
-// it (lib/redis/rate_limiter.cpp) the breaker, the fallback and the
+// it (lib/redis/fleet_limiter.cpp) the breaker, the fallback and the
 // connection. Kept by a shared_ptr so that the background probe outlives
 // nothing it uses.
 class limiter_core {
  public:
   static std::shared_ptr<limiter_core> make(boost::asio::any_io_executor ex, connection_options c,
-                                            rate_limiter_options o);
+                                            fleet_limiter_options o);
   virtual ~limiter_core() = default;
 
   // A leased permit, the fallback's decision, or ask_redis. Thread-safe.
@@ -254,8 +254,8 @@ class limiter_core {
     const auto at = permit_expected_at_.load(std::memory_order_relaxed);
     return at > ticks ? duration(at - ticks) : duration::zero();
   }
-  virtual const rate_limiter_options& options() const noexcept = 0;
-  // Cancels the probe and closes the connection (from ~basic_rate_limiter).
+  virtual const fleet_limiter_options& options() const noexcept = 0;
+  // Cancels the probe and closes the connection (from ~basic_fleet_limiter).
   virtual void shutdown() noexcept = 0;
 
  protected:
@@ -330,7 +330,7 @@ boost::asio::awaitable<T, Executor> redis_limited_call(Op op, limiter_core* core
 }  // namespace detail
 
 template <resilience::clock Clock = steady_clock>
-class basic_rate_limiter : public stage_base<basic_rate_limiter<Clock>> {
+class basic_fleet_limiter : public stage_base<basic_fleet_limiter<Clock>> {
  public:
   // Not for pipeline()'s purposes: a call that asks Redis waits for the
   // round trip (at most command_timeout) even past the context's deadline,
@@ -340,13 +340,13 @@ class basic_rate_limiter : public stage_base<basic_rate_limiter<Clock>> {
 
   // Connects to Redis on first use, on `ex` (a strand on a multi-threaded
   // io_context). Throws std::invalid_argument for options without a key.
-  basic_rate_limiter(boost::asio::any_io_executor ex, connection_options connection, rate_limiter_options options,
+  basic_fleet_limiter(boost::asio::any_io_executor ex, connection_options connection, fleet_limiter_options options,
                      Clock clock = {})
       : clock_(std::move(clock)),
         core_(detail::limiter_core::make(std::move(ex), std::move(connection), std::move(options))) {}
-  ~basic_rate_limiter() { core_->shutdown(); }
-  basic_rate_limiter(const basic_rate_limiter&) = delete;
-  basic_rate_limiter& operator=(const basic_rate_limiter&) = delete;
+  ~basic_fleet_limiter() { core_->shutdown(); }
+  basic_fleet_limiter(const basic_fleet_limiter&) = delete;
+  basic_fleet_limiter& operator=(const basic_fleet_limiter&) = delete;
 
   // Until a permit is expected for a call arriving now: zero while the
   // lease holds one; else what Redis last said (or the fallback's figure).
@@ -355,11 +355,11 @@ class basic_rate_limiter : public stage_base<basic_rate_limiter<Clock>> {
   limiter_stats stats() const noexcept { return core_->stats(); }
   // The breaker is open: calls are decided by the fallback.
   bool falling_back() const noexcept { return core_->falling_back(); }
-  const rate_limiter_options& options() const noexcept { return core_->options(); }
+  const fleet_limiter_options& options() const noexcept { return core_->options(); }
   const Clock& clock() const noexcept { return clock_; }
 
  private:
-  friend stage_base<basic_rate_limiter>;
+  friend stage_base<basic_fleet_limiter>;
   template <class T, class Executor, class Op>
   auto call(Op op, const context& parent) const {
     return detail::redis_limited_call<T, Executor>(
@@ -369,6 +369,6 @@ class basic_rate_limiter : public stage_base<basic_rate_limiter<Clock>> {
   std::shared_ptr<detail::limiter_core> core_;
 };
 
-using rate_limiter = basic_rate_limiter<>;
+using fleet_limiter = basic_fleet_limiter<>;
 
 }  // namespace resilience::redis

@@ -1,0 +1,36 @@
+// resilience/http/endpoint.hpp's keys.
+#include <resilience/http/endpoint.hpp>
+
+#include <charconv>
+#include <string>
+
+namespace resilience::http {
+
+std::string endpoint::key() const {
+  // Built on every request: one allocation at most, and none for a key that
+  // fits the string's own buffer.
+  char digits[5];
+  const auto length = static_cast<std::size_t>(std::to_chars(digits, digits + sizeof digits, port).ptr - digits);
+  std::string k;
+  k.reserve(host.size() + 1 + length + (tls ? 4 : 0));
+  k.append(host).append(1, ':').append(digits, length);
+  if (tls) k.append(":tls");
+  return k;
+}
+
+std::string endpoint::authority() const {
+  const bool default_port = port == (tls ? 443 : 80);
+  // An IPv6 literal is bracketed in a Host header.
+  const bool bracketed = host.find(':') != std::string::npos;
+  std::string a;
+  if (bracketed) a += '[';
+  a += host;
+  if (bracketed) a += ']';
+  if (!default_port) {
+    a += ':';
+    a += std::to_string(port);
+  }
+  return a;
+}
+
+}  // namespace resilience::http
