@@ -1,7 +1,9 @@
 // The breaker's state machine (detail/breaker_core.hpp) beyond the closed
 // path: transitions, open and half-open periods, probes, manual control.
-#include <resilience/error.hpp>
+#include <resilience/context.hpp>
 #include <resilience/detail/breaker_core.hpp>
+#include <resilience/detail/event_support.hpp>
+#include <resilience/error.hpp>
 
 #include <algorithm>
 #include <exception>
@@ -41,13 +43,6 @@ bool same_period(std::uint64_t probes, std::uint64_t epoch) noexcept {
 std::uint32_t in_flight_of(std::uint64_t probes) noexcept { return static_cast<std::uint32_t>(probes >> 16) & count_max; }
 std::uint32_t successes_of(std::uint64_t probes) noexcept { return static_cast<std::uint32_t>(probes) & count_max; }
 
-// What an application callback threw during the current breaker call on
-// this thread; the call's outermost breaker function rethrows it (see
-// rethrow_hook_error). The first one wins: later ones in the same call are
-// consequences of the same call.
-thread_local std::exception_ptr hook_error;
-thread_local event_sink* events_here = nullptr;
-
 event_kind kind_of(circuit_state s) noexcept {
   switch (s) {
     case circuit_state::closed: return event_kind::circuit_closed;
@@ -60,33 +55,56 @@ event_kind kind_of(circuit_state s) noexcept {
   return event_kind::circuit_closed;
 }
 
-void keep_hook_error(std::exception_ptr e) noexcept {
-  if (!hook_error) hook_error = std::move(e);
-}
-
-void rethrow_hook_error() {
-  if (hook_error) [[unlikely]]
-    std::rethrow_exception(std::exchange(hook_error, nullptr));
-}
-
 // Runs a callback so that what it throws is kept for the call's end, not
-// thrown through the breaker's state machine. A breaker call the callback
-// makes itself (reset() from on_state_change, say) delivers its own callbacks'
-// errors to the callback: the ones kept before are set aside meanwhile.
+// thrown through the breaker's state machine.
 template <class F, class Event>
-void run_hook(const F& f, const Event& e) noexcept {
-  std::exception_ptr earlier = std::exchange(hook_error, nullptr);
+void run_hook(const F& f, const Event& e, breaker_news& news) noexcept {
   try {
     f(e);
   } catch (...) {
-    keep_hook_error(std::current_exception());
+    news.keep(std::current_exception());
   }
-  if (earlier) hook_error = std::move(earlier);
+}
+
+void rethrow_hook_error(const breaker_news& news) {
+  if (news.hook_error) [[unlikely]]
+    std::rethrow_exception(news.hook_error);
 }
 
 }  // namespace
 
-event_sink*& breaker_events_here() noexcept { return events_here; }
+// The news of a call's step, to its sink (if it has one), then what a hook threw.
+void report(const breaker_news& news, const context* ctx) {
+  if (ctx) {
+    for (std::uint8_t i = 0; i < news.count; ++i) {
+      const auto& item = news.items[i];
+      if (item.kind == event_kind::circuit_rejected) {
+        ctx->report(refusal_event(event_kind::circuit_rejected, resilience::error::circuit_open, item.delay));
+      } else {
+        event e{item.kind};
+        e.delay = item.delay;
+        ctx->report(e);
+      }
+    }
+  }
+  rethrow_hook_error(news);
+}
+
+breaker_ticket admit_slow(breaker_core& core, const context* ctx) {
+  breaker_news news;
+  const breaker_ticket t = core.acquire_slow(news);
+  // The call ends with a callback's exception instead of running: a probe
+  // it was given goes back at once.
+  if (news.hook_error && t.kind == admission::probe) core.give_back(t);
+  report(news, ctx);
+  return t;
+}
+
+void record_slow(breaker_core& core, const breaker_ticket& t, bool failure, const context* ctx) {
+  breaker_news news;
+  core.finish(t, failure ? breaker_core::result::failure : breaker_core::result::success, news);
+  report(news, ctx);
+}
 
 breaker_core::breaker_core(breaker_options options, clock_ref clock)
     : word_(make_word(circuit_state::closed, 0)),
@@ -128,12 +146,8 @@ window_counts breaker_core::counts() const noexcept {
   return by_count_ ? count_->counts() : time_->counts(since_origin(now()));
 }
 
-void breaker_core::evaluate(std::uint64_t epoch, std::uint32_t run, const window_counts* known) {
-  trip_if_due(epoch, run, known);
-  rethrow_hook_error();
-}
-
-void breaker_core::trip_if_due(std::uint64_t epoch, std::uint32_t run, const window_counts* known) noexcept {
+void breaker_core::trip_if_due(std::uint64_t epoch, std::uint32_t run, const window_counts* known,
+                               breaker_news& news) noexcept {
   bool trip = options_.consecutive_failures() != 0 && run >= options_.consecutive_failures();
   if (!trip && (options_.failure_ratio() || slow_on_)) {
     const window_counts c = known ? *known : counts();
@@ -146,7 +160,7 @@ void breaker_core::trip_if_due(std::uint64_t epoch, std::uint32_t run, const win
   if (!trip) return;
   // Only the period the call was admitted in may be ended by it; if another
   // call got there first, nothing happens.
-  transition(make_word(circuit_state::closed, epoch), circuit_state::open, now());
+  transition(make_word(circuit_state::closed, epoch), circuit_state::open, now(), news);
 }
 
 // -- deadlines of the open and half-open periods --
@@ -174,7 +188,8 @@ std::optional<breaker_core::phase> breaker_core::phase_of(std::uint64_t epoch) c
 
 // -- transitions --
 
-bool breaker_core::transition(std::uint64_t expected, circuit_state to, time_point now, bool first_probe) noexcept {
+bool breaker_core::transition(std::uint64_t expected, circuit_state to, time_point now, breaker_news& news,
+                              bool first_probe) noexcept {
   // Acquire: openings_ as the transition that stored `expected` left it.
   if (word_.load(std::memory_order_acquire) != expected) return false;  // lost already: spare the lock
   const circuit_state from = state_of(expected);
@@ -189,7 +204,7 @@ bool breaker_core::transition(std::uint64_t expected, circuit_state to, time_poi
     } catch (...) {
       // The breaker still opens; for the fixed duration, and the caller
       // learns why.
-      keep_hook_error(std::current_exception());
+      news.keep(std::current_exception());
       open_for = options_.fixed_open_duration();
     }
   }
@@ -221,59 +236,32 @@ bool breaker_core::transition(std::uint64_t expected, circuit_state to, time_poi
       }
     }
   }
-  if (from != to && options_.on_state_change()) {
-    // What a hook does to a breaker (a reset()) is no call's: not this one's sink.
-    event_sink* const sink = std::exchange(events_here, nullptr);
-    run_hook(options_.on_state_change(), state_change{from, to, epoch, now, open_for});
-    events_here = sink;
-  }
-  if (from != to && events_here) {
-    event e{kind_of(to)};
-    e.delay = open_for;
-    events_here->on_event(e);
+  if (from != to) {
+    if (options_.on_state_change()) run_hook(options_.on_state_change(), state_change{from, to, epoch, now, open_for}, news);
+    news.add(kind_of(to), open_for);
   }
   return true;
 }
 
 void breaker_core::move_to(circuit_state target) {
+  breaker_news news;
   for (;;) {
     const std::uint64_t w = word_.load(std::memory_order_acquire);
     if (state_of(w) == target && target != circuit_state::closed) break;
-    if (transition(w, target, now())) break;
+    if (transition(w, target, now(), news)) break;
   }
-  rethrow_hook_error();
+  rethrow_hook_error(news);
 }
 
-breaker_ticket breaker_core::reject(circuit_state s, duration retry_after) noexcept {
+breaker_ticket breaker_core::reject(circuit_state s, duration retry_after, breaker_news& news) noexcept {
   rejections_.fetch_add(1, std::memory_order_relaxed);
-  if (options_.on_rejection()) {
-    event_sink* const sink = std::exchange(events_here, nullptr);
-    run_hook(options_.on_rejection(), rejection{s, retry_after});
-    events_here = sink;
-  }
-  if (events_here) {
-    event e{event_kind::circuit_rejected};
-    e.outcome = call_outcome::error;
-    e.delay = retry_after;
-    e.error = resilience::error::circuit_open;
-    events_here->on_event(e);
-  }
+  if (options_.on_rejection()) run_hook(options_.on_rejection(), rejection{s, retry_after}, news);
+  news.add(event_kind::circuit_rejected, retry_after);
   return {0, retry_after, admission::rejected};
 }
 
-breaker_ticket breaker_core::acquire_slow() {
-  const breaker_ticket t = admit_slow();
-  if (hook_error) [[unlikely]] {
-    // The call ends with the callback's exception instead of running: a
-    // probe it was given goes back at once.
-    if (t.kind == admission::probe) settle_probe(t.epoch, result::neither);
-    rethrow_hook_error();
-  }
-  return t;
-}
-
 // Every `continue` below follows a change of word_ seen by this thread.
-breaker_ticket breaker_core::admit_slow() noexcept {
+breaker_ticket breaker_core::acquire_slow(breaker_news& news) noexcept {
   for (;;) {
     const std::uint64_t w = word_.load(std::memory_order_acquire);
     const circuit_state s = state_of(w);
@@ -282,15 +270,19 @@ breaker_ticket breaker_core::admit_slow() noexcept {
       case circuit_state::closed:
       case circuit_state::metrics_only:
       case circuit_state::disabled:
-        return acquire();  // it changed since the first look
+      {
+        const breaker_ticket t = acquire();  // it changed since the first look
+        if (t.kind != admission::undecided) return t;
+        continue;
+      }
       case circuit_state::isolated:
-        return reject(s, duration::max());
+        return reject(s, duration::max(), news);
       case circuit_state::open: {
         const auto p = phase_of(epoch);
         if (!p) continue;
         const time_point now = this->now();
-        if (!p->due(now)) return reject(s, p->left(now));
-        if (transition(w, circuit_state::half_open, now, true))
+        if (!p->due(now)) return reject(s, p->left(now), news);
+        if (transition(w, circuit_state::half_open, now, news, true))
           return {epoch + 1, slow_on_ ? now.time_since_epoch() : duration::zero(), admission::probe};
         continue;
       }
@@ -301,15 +293,15 @@ breaker_ticket breaker_core::admit_slow() noexcept {
         if (p->due(now)) {
           // Half-open for too long: probes hang. Reopen; their records will
           // be dropped as belonging to an earlier period.
-          transition(w, circuit_state::open, now);
+          transition(w, circuit_state::open, now, news);
           continue;
         }
         std::uint64_t probes = probes_.load(std::memory_order_acquire);
         while (same_period(probes, epoch)) {
-          if (in_flight_of(probes) >= options_.half_open_permits()) return reject(s, duration::zero());
+          if (in_flight_of(probes) >= options_.half_open_permits()) return reject(s, duration::zero(), news);
           // Judged probes: no more than that many in all, until the verdict.
           if (judged_probes_ != 0 && in_flight_of(probes) + successes_of(probes) >= judged_probes_)
-            return reject(s, duration::zero());
+            return reject(s, duration::zero(), news);
           if (probes_.compare_exchange_weak(probes, probes + one_in_flight, std::memory_order_acq_rel,
                                             std::memory_order_acquire))
             return {epoch, slow_on_ ? now.time_since_epoch() : duration::zero(), admission::probe};
@@ -320,20 +312,15 @@ breaker_ticket breaker_core::admit_slow() noexcept {
   }
 }
 
-void breaker_core::finish_probe(std::uint64_t epoch, result r) {
-  settle_probe(epoch, r);
-  rethrow_hook_error();
-}
-
-void breaker_core::settle_probe(std::uint64_t epoch, result r) noexcept {
-  if (judged_probes_ != 0) return settle_judged_probe(epoch, r);
+void breaker_core::settle_probe(std::uint64_t epoch, result r, breaker_news& news) noexcept {
+  if (judged_probes_ != 0) return settle_judged_probe(epoch, r, news);
   const std::uint64_t period = make_word(circuit_state::half_open, epoch);
   std::uint64_t probes = probes_.load(std::memory_order_acquire);
   for (;;) {
     // A probe of an earlier period: its slot went with that period.
     if (word_.load(std::memory_order_acquire) != period || !same_period(probes, epoch)) return;
     if (r == result::failure) {
-      transition(period, circuit_state::open, now());
+      transition(period, circuit_state::open, now(), news);
       return;  // reopened, by this call or by another
     }
     const std::uint32_t in_flight = in_flight_of(probes);
@@ -343,7 +330,7 @@ void breaker_core::settle_probe(std::uint64_t epoch, result r) noexcept {
     // Successes only grow by one, so exactly one reaches the count; it closes
     // the breaker unless the period ended meanwhile.
     if (r == result::success && successes == options_.successes_to_close())
-      transition(period, circuit_state::closed, now());
+      transition(period, circuit_state::closed, now(), news);
     return;
   }
 }
@@ -352,7 +339,7 @@ void breaker_core::settle_probe(std::uint64_t epoch, result r) noexcept {
 // the count judges them all. A failure is counted before its probe is (its
 // compare-and-swap on probes_ publishes it), so the judge, whose
 // compare-and-swap comes last, sees every failure of the period.
-void breaker_core::settle_judged_probe(std::uint64_t epoch, result r) noexcept {
+void breaker_core::settle_judged_probe(std::uint64_t epoch, result r, breaker_news& news) noexcept {
   const std::uint64_t period = make_word(circuit_state::half_open, epoch);
   const std::uint64_t tag = (epoch & 0xffffffffu) << 32;
   if (r == result::failure) {
@@ -373,13 +360,14 @@ void breaker_core::settle_judged_probe(std::uint64_t epoch, result r) noexcept {
       const std::uint64_t f = probe_failures_.load(std::memory_order_acquire);
       const double failures = (f & ~std::uint64_t(0xffffffffu)) == tag ? static_cast<double>(f & 0xffffffffu) : 0.0;
       const bool reopen = failures / judged_probes_ >= *options_.failure_ratio();
-      transition(period, reopen ? circuit_state::open : circuit_state::closed, now());
+      transition(period, reopen ? circuit_state::open : circuit_state::closed, now(), news);
     }
     return;
   }
 }
 
 void breaker_core::poll() {
+  breaker_news news;
   for (;;) {
     const std::uint64_t w = word_.load(std::memory_order_acquire);
     const circuit_state s = state_of(w);
@@ -387,10 +375,10 @@ void breaker_core::poll() {
     const auto p = phase_of(epoch_of(w));
     if (!p) continue;
     const time_point now = this->now();
-    if (p->due(now)) transition(w, s == circuit_state::open ? circuit_state::half_open : circuit_state::open, now);
+    if (p->due(now)) transition(w, s == circuit_state::open ? circuit_state::half_open : circuit_state::open, now, news);
     break;
   }
-  rethrow_hook_error();
+  rethrow_hook_error(news);
 }
 
 duration breaker_core::time_until_probe() const noexcept {

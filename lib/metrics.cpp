@@ -41,16 +41,6 @@ constexpr std::array<duration, 14> http_bounds{
 
 std::span<const duration> http_duration_buckets() noexcept { return http_bounds; }
 
-const char* to_string(call_outcome o) noexcept {
-  switch (o) {
-    case call_outcome::success: return "success";
-    case call_outcome::error: return "error";
-    case call_outcome::exception: return "exception";
-    case call_outcome::cancelled: return "cancelled";
-  }
-  return "unknown";
-}
-
 metrics_options::metrics_options() { *this = exponential_buckets(std::chrono::milliseconds(1), 2.0, 15); }
 
 metrics_options metrics_options::exponential_buckets(duration first, double factor, std::size_t count) const {

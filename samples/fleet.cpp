@@ -128,6 +128,23 @@ struct replica {
     std::lock_guard lock(events_mutex);
     return events;
   }
+
+  // The limiter's fall-backs, returns and failed round trips, as its calls
+  // report them.
+  struct recorder final : resilience::event_sink {
+    explicit recorder(replica& r) : self(r) {}
+    replica& self;
+    void on_event(const resilience::event& e) noexcept override {
+      using kind = resilience::event_kind;
+      if (e.kind != kind::fleet_round_trip_failed && e.kind != kind::fleet_fell_back && e.kind != kind::fleet_resumed)
+        return;
+      std::lock_guard lock(self.events_mutex);
+      if (e.kind == kind::fleet_round_trip_failed)
+        self.failures.push_back({sclock::now(), e.error, self.limiter && self.limiter->falling_back()});
+      else
+        self.events.push_back({e.kind == kind::fleet_fell_back, sclock::now(), e.error});
+    }
+  } sink{*this};
 };
 
 asio::awaitable<error_code> count_admitted(replica& r, sclock::time_point t0, int slots) {
@@ -146,7 +163,9 @@ asio::awaitable<void> caller(const redis::fleet_limiter& limiter, replica& r, sc
   std::minstd_rand random{seed};
   std::uniform_int_distribution<int> backoff_us{2000, 6000};
   while (sclock::now() < end && !interrupted.load(std::memory_order_relaxed)) {
-    const error_code ec = co_await limiter([&] { return count_admitted(r, t0, slots); });
+    resilience::context ctx;
+    ctx.events = &r.sink;
+    const error_code ec = co_await limiter([&] { return count_admitted(r, t0, slots); }, ctx);
     if (!ec) continue;
     if (ec != resilience::error::rate_limited) ++r.other_errors;
     pause.expires_after(std::chrono::microseconds(backoff_us(random)));
@@ -171,16 +190,7 @@ void run_replica(replica& r, const redis::connection_options& connection, const 
                  sclock::time_point t0, int slots) {
   asio::io_context io;
   {
-    redis::fleet_limiter limiter{io.get_executor(), connection,
-                                options.on_event([&r](const redis::limiter_event& e) {
-                                  using kind = redis::limiter_event::kind;
-                                  if (e.what == kind::rejected) return;
-                                  std::lock_guard lock(r.events_mutex);
-                                  if (e.what == kind::round_trip_failed)
-                                    r.failures.push_back({sclock::now(), e.error, r.limiter && r.limiter->falling_back()});
-                                  else
-                                    r.events.push_back({e.what == kind::fell_back, sclock::now(), e.error});
-                                })};
+    redis::fleet_limiter limiter{io.get_executor(), connection, options};
     r.limiter = &limiter;
     const auto end = t0 + std::chrono::seconds(slots);
     // Stopped once every caller is done and the last second sampled (or at

@@ -7,6 +7,7 @@
 #include <resilience/adaptive_throttle.hpp>
 #include <resilience/bulkhead.hpp>
 #include <resilience/circuit_breaker.hpp>
+#include <resilience/deadline.hpp>
 #include <resilience/fallback.hpp>
 #include <resilience/pipeline.hpp>
 #include <resilience/rate_limiter.hpp>
@@ -14,7 +15,10 @@
 #include <resilience/testing/manual_clock.hpp>
 #include <resilience/timeout.hpp>
 
+#include <set>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -147,6 +151,107 @@ BOOST_AUTO_TEST_CASE(a_fallback_reports_the_outcome_it_replaced) {
   BOOST_REQUIRE(sink.seen.size() == 1u);
   BOOST_TEST((sink.seen[0].kind == event_kind::fallback));
   BOOST_TEST((sink.seen[0].error == boost::asio::error::connection_reset));
+}
+
+// The kind table is one list: every kind has its own name within its
+// strategy, and nothing falls through to "unknown".
+BOOST_AUTO_TEST_CASE(every_kind_has_a_name_and_a_strategy_of_its_own) {
+  std::set<std::pair<std::string, std::string>> names;
+  for (std::size_t k = 0; k < resilience::event_kind_count; ++k) {
+    const auto kind = static_cast<event_kind>(k);
+    const std::string name = resilience::to_string(kind), strategy = resilience::strategy_of(kind);
+    BOOST_TEST(name.rfind("on_", 0) == 0u, name);
+    BOOST_TEST(strategy != "unknown", name);
+    BOOST_TEST(names.emplace(strategy, name).second, strategy << " " << name << " twice");
+  }
+  static_assert(std::string_view(resilience::to_string(event_kind::slow_client)) == "on_slow_client");
+  static_assert(std::string_view(resilience::strategy_of(event_kind::fleet_resumed)) == "fleet_rate_limiter");
+}
+
+// An inner timeout clamped to a deadline that an outer stage's own timer
+// watches leaves the expiry to that stage: one deadline, one event.
+BOOST_AUTO_TEST_CASE(a_deadline_is_reported_once_by_the_bound_that_watches_it) {
+  recorded sink;
+  const auto inner = resilience::timeout(5s).clock(clock);
+  const auto outer = resilience::deadline_stage(1s).clock(clock);
+  resilience::context ctx;
+  ctx.events = &sink;
+  const auto done = run(outer([&](const resilience::context& c) { return inner(taking(1min), c); }, ctx));
+  BOOST_TEST((done.value->error() == resilience::error::deadline_exceeded));
+  BOOST_TEST(sink.kinds() == "on_deadline");
+
+  // A timeout whose own limit is the tighter one reports its own expiry.
+  recorded own;
+  ctx.events = &own;
+  const auto tight = resilience::timeout(100ms).clock(clock);
+  run(outer([&](const resilience::context& c) { return tight(taking(1min), c); }, ctx));
+  BOOST_TEST(own.kinds() == "on_timeout");
+
+  // A pipeline keeps the deadline without a timer of its own (the timeout
+  // inside is clamped to it): the timeout reports it, once.
+  recorded piped;
+  const auto call = resilience::pipeline(resilience::deadline_stage(resilience::deadline(clock.now() + 1s)),
+                                         resilience::timeout(5s))
+                        .clock(clock)
+                        .events(piped);
+  const auto piped_done = run(call(taking(1min)));
+  BOOST_TEST((piped_done.value->error() == resilience::error::deadline_exceeded));
+  BOOST_TEST(piped.kinds() == "on_deadline");
+}
+
+// A typed hook that throws: the sink still sees the event, and the call
+// ends with what the hook threw.
+BOOST_AUTO_TEST_CASE(a_hook_that_throws_does_not_keep_the_event_from_the_sink) {
+  recorded sink;
+  resilience::basic_bulkhead<resilience::testing::manual_clock> pool(
+      resilience::bulkhead_options{}.max_concurrent(1).on_rejected(
+          [](const resilience::bulkhead_rejection&) { throw std::runtime_error("hook"); }),
+      clock);
+  resilience::basic_rate_limiter<resilience::testing::manual_clock> limiter(
+      resilience::rate_limiter_options{}.token_bucket(1, 1s).on_rejected(
+          [](const resilience::rate_limit_rejection&) { throw std::runtime_error("hook"); }),
+      clock);
+  resilience::basic_circuit_breaker<resilience::testing::manual_clock> breaker(
+      resilience::breaker_options{}.consecutive_failures(1).open_duration(10s).on_state_change(
+          [](const resilience::state_change&) { throw std::runtime_error("hook"); }),
+      clock);
+  resilience::basic_adaptive_throttle<resilience::testing::manual_clock> throttle(
+      resilience::adaptive_throttle_options{}.k(1.0).on_throttled(
+          [](const resilience::throttle_event&) { throw std::runtime_error("hook"); }),
+      clock);
+  const auto threw = [](const auto& done) {
+    if (!done.exception) return false;
+    try {
+      std::rethrow_exception(done.exception);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what()) == "hook";
+    } catch (...) {
+      return false;
+    }
+  };
+
+  completion<boost::system::result<int>> holder, refused;
+  spawn(io, resilience::pipeline(pool).events(sink)(taking(1s)), holder);
+  spawn(io, resilience::pipeline(pool).events(sink)(taking(1s)), refused);
+  clock.run(io);
+  io.restart();
+  BOOST_TEST(threw(refused));
+  BOOST_TEST(sink.kinds() == "on_bulkhead_queue_full");
+
+  sink.seen.clear();
+  run(resilience::pipeline(limiter).events(sink)(taking(1ms)));
+  BOOST_TEST(threw(run(resilience::pipeline(limiter).events(sink)(taking(1ms)))));
+  BOOST_TEST(sink.kinds() == "on_rate_limited");
+
+  sink.seen.clear();
+  BOOST_TEST(threw(run(resilience::pipeline(breaker).events(sink)(failing(1000)))));
+  BOOST_TEST(sink.kinds() == "on_circuit_opened");
+
+  sink.seen.clear();
+  bool thrown = false;
+  for (int i = 0; i < 50 && !thrown; ++i) thrown = threw(run(resilience::pipeline(throttle).events(sink)(failing(1000))));
+  BOOST_TEST(thrown);
+  BOOST_TEST(sink.kinds() == "on_throttled");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

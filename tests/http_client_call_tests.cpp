@@ -675,6 +675,35 @@ BOOST_AUTO_TEST_CASE(a_handlers_upstream_calls_report_to_the_servers_sink_unless
   BOOST_TEST(!served.seen[1].outcome);
 }
 
+// The inbound deadline passes while the handler's upstream call waits: the
+// server answers 504 and reports it; the client's attempt, bound by that
+// same deadline, leaves the report to the server. One deadline, one event.
+BOOST_AUTO_TEST_CASE(an_inbound_deadline_that_cuts_an_upstream_call_is_reported_once) {
+  asio::io_context io;
+  manual_clock clock;
+  server upstream(io);
+  upstream.script = [](int) { return step{step::hold}; };
+  recorded_events served;
+  client_t c(quick(), clock);
+  auto handler = [&](rhttp::server_request, const resilience::context& ctx)
+      -> asio::awaitable<bhttp::response<bhttp::string_body>> {
+    const auto r = co_await c.request(upstream.at(), get(), ctx);
+    co_return bhttp::response<bhttp::string_body>{r.has_error() ? bhttp::status::bad_gateway : r->result(), 11};
+  };
+  rhttp::guarded_handler guarded{handler, rhttp::server_options{}.events(served), clock};
+  rhttp::server_request req{bhttp::verb::get, "/quote", 11};
+  req.set("grpc-timeout", "200m");
+  completion<bhttp::response<bhttp::string_body>> done;
+  spawn(io, guarded(std::move(req)), done);
+  BOOST_REQUIRE(run_until(io, [&] { return upstream.requests == 1 && clock.pending() >= 1; }));
+  clock.advance(200ms);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_REQUIRE(done.value);
+  BOOST_TEST(done.value->result_int() == 504u);
+  BOOST_REQUIRE_EQUAL(served.seen.size(), 1u);
+  BOOST_TEST((served.seen[0].kind == resilience::event_kind::server_deadline_exceeded));
+}
+
 namespace {
 // Cancels a call from inside the sink, on the event it waits for.
 struct cancelling_events final : resilience::event_sink {

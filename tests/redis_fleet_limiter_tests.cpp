@@ -1,6 +1,6 @@
-// resilience/redis/fleet_limiter.hpp and limiter_meter.hpp, against a real
-// redis-server started by each test.
-#include <resilience/redis/limiter_meter.hpp>
+// resilience/redis/fleet_limiter.hpp, against a real redis-server started
+// by each test.
+#include <resilience/metrics.hpp>
 #include <resilience/redis/fleet_limiter.hpp>
 #include <resilience/testing/manual_clock.hpp>
 #include <resilience/testing/redis_server.hpp>
@@ -38,11 +38,15 @@ constexpr auto local_time = redis::time_source::local;
 
 asio::awaitable<error_code> succeed() { co_return error_code{}; }
 
-// Starts one call through `limiter`; its result lands in the returned slot.
+// Starts one call through `limiter`, its events to `sink`; its result lands
+// in the returned slot.
 template <class Limiter>
-std::shared_ptr<std::optional<error_code>> start_call(asio::io_context& io, const Limiter& limiter) {
+std::shared_ptr<std::optional<error_code>> start_call(asio::io_context& io, const Limiter& limiter,
+                                                      resilience::event_sink* sink = nullptr) {
   auto result = std::make_shared<std::optional<error_code>>();
-  asio::co_spawn(io, limiter([] { return succeed(); }), [result](std::exception_ptr e, error_code ec) {
+  resilience::context ctx;
+  ctx.events = sink;
+  asio::co_spawn(io, limiter([] { return succeed(); }, ctx), [result](std::exception_ptr e, error_code ec) {
     BOOST_TEST(!e);
     *result = ec;
   });
@@ -50,18 +54,19 @@ std::shared_ptr<std::optional<error_code>> start_call(asio::io_context& io, cons
 }
 
 template <class Limiter>
-error_code call(asio::io_context& io, const Limiter& limiter) {
-  auto r = start_call(io, limiter);
+error_code call(asio::io_context& io, const Limiter& limiter, resilience::event_sink* sink = nullptr) {
+  auto r = start_call(io, limiter, sink);
   run_until(io, [&] { return r->has_value(); });
   return **r;
 }
 
 // Calls (the calls drive the breaker's probe) until `done()`.
 template <class Limiter>
-void call_until(asio::io_context& io, const Limiter& limiter, const std::function<bool()>& done) {
+void call_until(asio::io_context& io, const Limiter& limiter, const std::function<bool()>& done,
+                resilience::event_sink* sink = nullptr) {
   run_until(io, [&] {
     if (done()) return true;
-    call(io, limiter);
+    call(io, limiter, sink);
     asio::steady_timer pause{io, 5ms};
     bool paused = false;
     pause.async_wait([&](error_code) { paused = true; });
@@ -70,15 +75,15 @@ void call_until(asio::io_context& io, const Limiter& limiter, const std::functio
   });
 }
 
-struct events {
-  std::vector<redis::limiter_event> seen;
-  std::function<void(const redis::limiter_event&)> sink() {
-    return [this](const redis::limiter_event& e) { seen.push_back(e); };
-  }
-  std::size_t count(redis::limiter_event::kind k) const {
-    return static_cast<std::size_t>(std::count_if(seen.begin(), seen.end(), [k](auto& e) { return e.what == k; }));
+// The events of the calls given it, in order.
+struct events final : resilience::event_sink {
+  std::vector<resilience::event> seen;
+  void on_event(const resilience::event& e) noexcept override { seen.push_back(e); }
+  std::size_t count(resilience::event_kind k) const {
+    return static_cast<std::size_t>(std::count_if(seen.begin(), seen.end(), [k](auto& e) { return e.kind == k; }));
   }
 };
+using kind = resilience::event_kind;
 
 }  // namespace
 
@@ -113,27 +118,27 @@ BOOST_AUTO_TEST_CASE(a_new_key_starts_full_and_the_burst_then_the_rate_hold_on_v
   test_clock_limiter limiter{
       io.get_executor(), server.connection(),
       redis::fleet_limiter_options{}.key("burst").token_bucket(10, 1s, 5).max_lease(1)
-          .clock_from(local_time).on_event(ev.sink()),
+          .clock_from(local_time),
       clock};
-  for (int i = 0; i < 5; ++i) BOOST_TEST(!call(io, limiter), "call " << i);
-  BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
-  BOOST_TEST_REQUIRE(ev.count(redis::limiter_event::kind::rejected) == 1u);
-  BOOST_TEST((ev.seen.back().retry_after == 100ms));  // one token every 100 ms
+  for (int i = 0; i < 5; ++i) BOOST_TEST(!call(io, limiter, &ev), "call " << i);
+  BOOST_TEST((call(io, limiter, &ev) == resilience::error::rate_limited));
+  BOOST_TEST_REQUIRE(ev.count(kind::fleet_rate_limited) == 1u);
+  BOOST_TEST((ev.seen.back().delay == 100ms));  // one token every 100 ms
   BOOST_TEST((limiter.time_until_permit() == 100ms));
   // Redis said when: until then a call is turned away without asking again.
   const auto asked = limiter.stats().round_trips;
-  BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
+  BOOST_TEST((call(io, limiter, &ev) == resilience::error::rate_limited));
   BOOST_TEST(limiter.stats().round_trips == asked);
   clock.advance(99ms);
-  BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
+  BOOST_TEST((call(io, limiter, &ev) == resilience::error::rate_limited));
   BOOST_TEST((limiter.time_until_permit() == 1ms));
   clock.advance(1ms);
   BOOST_TEST((limiter.time_until_permit() == 0ms));
-  BOOST_TEST(!call(io, limiter));
-  BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
+  BOOST_TEST(!call(io, limiter, &ev));
+  BOOST_TEST((call(io, limiter, &ev) == resilience::error::rate_limited));
   clock.advance(1s);  // 10 tokens, but the bucket holds 5
   int admitted = 0;
-  for (int i = 0; i < 8; ++i) admitted += !call(io, limiter);
+  for (int i = 0; i < 8; ++i) admitted += !call(io, limiter, &ev);
   BOOST_TEST(admitted == 5);
   BOOST_TEST(limiter.stats().admitted == 11u);
   BOOST_TEST(limiter.stats().rejected == 7u);
@@ -230,30 +235,29 @@ BOOST_AUTO_TEST_CASE(redis_killed_falls_back_to_the_local_share_and_comes_back_w
   resilience::testing::manual_clock clock;  // the local share's time stands still: its count is exact
   test_clock_limiter limiter{
       io.get_executor(), server.connection(),
-      redis::fleet_limiter_options{}.key("killed").token_bucket(100, 1s, 100).max_lease(1).replicas_hint(4)
-          .on_event(ev.sink()),
+      redis::fleet_limiter_options{}.key("killed").token_bucket(100, 1s, 100).max_lease(1).replicas_hint(4),
       clock};
-  BOOST_TEST(!call(io, limiter));
+  BOOST_TEST(!call(io, limiter, &ev));
   server.kill();
   // Redis saw one replica, and its count wins over the hint (4): the share
   // is the whole quota, 100 a second with a burst of 100.
   int admitted = 0;
-  for (int i = 0; i < 150; ++i) admitted += !call(io, limiter);
+  for (int i = 0; i < 150; ++i) admitted += !call(io, limiter, &ev);
   BOOST_TEST(limiter.falling_back());
-  BOOST_TEST(ev.count(redis::limiter_event::kind::fell_back) == 1u);
+  BOOST_TEST(ev.count(kind::fleet_fell_back) == 1u);
   BOOST_TEST(admitted == 100);  // the burst
   clock.advance(100ms);
   int refilled = 0;
-  for (int i = 0; i < 20; ++i) refilled += !call(io, limiter);
+  for (int i = 0; i < 20; ++i) refilled += !call(io, limiter, &ev);
   BOOST_TEST(refilled == 10);  // 100 a second
   BOOST_TEST(limiter.stats().admitted_by_fallback == static_cast<std::uint64_t>(admitted + refilled));
 
   server.start();
-  call_until(io, limiter, [&] { return ev.count(redis::limiter_event::kind::resumed) == 1u; });
+  call_until(io, limiter, [&] { return ev.count(kind::fleet_resumed) == 1u; }, &ev);
   BOOST_TEST(!limiter.falling_back());
   // The probe was the script itself: its permit is the first lease.
   const auto before = limiter.stats();
-  BOOST_TEST(!call(io, limiter));
+  BOOST_TEST(!call(io, limiter, &ev));
   BOOST_TEST(limiter.stats().admitted_by_fallback == before.admitted_by_fallback);
   BOOST_TEST(limiter.stats().failed_round_trips == before.failed_round_trips);
 }
@@ -304,19 +308,19 @@ BOOST_AUTO_TEST_CASE(a_slow_redis_is_a_bounded_wait_then_the_fallback) {
   events ev;
   redis::fleet_limiter limiter{io.get_executor(), server.connection().command_timeout(40ms),
                               redis::fleet_limiter_options{}.key("slow").token_bucket(100, 1s).max_lease(1)
-                                  .fallback(redis::fallback_mode::fail_open).on_event(ev.sink())};
-  BOOST_TEST(!call(io, limiter));
+                                  .fallback(redis::fallback_mode::fail_open)};
+  BOOST_TEST(!call(io, limiter, &ev));
   // CLIENT PAUSE from another client holds every command for a second,
   // from its reply on: our round trip queues and times out.
   redis::connection other{io.get_executor(), server.connection()};
   BOOST_TEST(command(io, other, {"CLIENT", "PAUSE", "1000", "ALL"}).text == "OK");
-  BOOST_TEST(!call(io, limiter));  // admitted by fail_open after the 40 ms bound
-  BOOST_TEST_REQUIRE(ev.count(redis::limiter_event::kind::fell_back) == 1u);
+  BOOST_TEST(!call(io, limiter, &ev));  // admitted by fail_open after the 40 ms bound
+  BOOST_TEST_REQUIRE(ev.count(kind::fleet_fell_back) == 1u);
   const auto it = std::find_if(ev.seen.begin(), ev.seen.end(),
-                               [](auto& e) { return e.what == redis::limiter_event::kind::fell_back; });
+                               [](auto& e) { return e.kind == kind::fleet_fell_back; });
   BOOST_TEST((it->error == resilience::error::timeout));
   BOOST_TEST(limiter.stats().admitted_by_fallback == 1u);
-  call_until(io, limiter, [&] { return ev.count(redis::limiter_event::kind::resumed) == 1u; });
+  call_until(io, limiter, [&] { return ev.count(kind::fleet_resumed) == 1u; }, &ev);
 }
 
 BOOST_AUTO_TEST_CASE(a_redis_that_answers_ping_but_refuses_the_script_keeps_the_breaker_open) {
@@ -328,17 +332,17 @@ BOOST_AUTO_TEST_CASE(a_redis_that_answers_ping_but_refuses_the_script_keeps_the_
   resilience::testing::manual_clock clock;
   test_clock_limiter limiter{
       io.get_executor(), server.connection().user("pinger", "pw"),
-      redis::fleet_limiter_options{}.key("acl").token_bucket(100, 1s, 100).replicas_hint(4).on_event(ev.sink()),
+      redis::fleet_limiter_options{}.key("acl").token_bucket(100, 1s, 100).replicas_hint(4),
       clock};
   // Probes for 300 ms of real time: each runs the script, which NOPERM refuses.
   const auto until = std::chrono::steady_clock::now() + 300ms;
-  call_until(io, limiter, [&] { return std::chrono::steady_clock::now() > until; });
-  BOOST_TEST(ev.count(redis::limiter_event::kind::fell_back) == 1u);
-  BOOST_TEST(ev.count(redis::limiter_event::kind::resumed) == 0u);
+  call_until(io, limiter, [&] { return std::chrono::steady_clock::now() > until; }, &ev);
+  BOOST_TEST(ev.count(kind::fleet_fell_back) == 1u);
+  BOOST_TEST(ev.count(kind::fleet_resumed) == 0u);
   BOOST_TEST(limiter.stats().admitted_by_fallback <= 25u);  // one share's burst, never a fresh one
   // Allowed again: the next probe brings the shared quota back.
   command(io, admin, {"ACL", "SETUSER", "pinger", "allcommands", "allkeys"});
-  call_until(io, limiter, [&] { return ev.count(redis::limiter_event::kind::resumed) == 1u; });
+  call_until(io, limiter, [&] { return ev.count(kind::fleet_resumed) == 1u; }, &ev);
 }
 
 BOOST_AUTO_TEST_CASE(a_rate_that_does_not_divide_is_rounded_so_that_a_permit_never_comes_early) {
@@ -363,34 +367,40 @@ BOOST_AUTO_TEST_CASE(fail_closed_turns_every_call_away_while_redis_is_down) {
   asio::io_context io;
   events ev;
   redis::fleet_limiter limiter{io.get_executor(), server.connection(),
-                              redis::fleet_limiter_options{}.key("closed").fallback(redis::fallback_mode::fail_closed)
-                                  .on_event(ev.sink())};
-  for (int i = 0; i < 5; ++i) BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
-  BOOST_TEST(ev.count(redis::limiter_event::kind::fell_back) == 1u);
-  BOOST_TEST(ev.count(redis::limiter_event::kind::round_trip_failed) == 1u);
+                              redis::fleet_limiter_options{}.key("closed").fallback(redis::fallback_mode::fail_closed)};
+  for (int i = 0; i < 5; ++i) BOOST_TEST((call(io, limiter, &ev) == resilience::error::rate_limited));
+  BOOST_TEST(ev.count(kind::fleet_fell_back) == 1u);
+  BOOST_TEST(ev.count(kind::fleet_round_trip_failed) == 1u);
   BOOST_TEST(limiter.stats().rejected == 5u);
 }
 
-BOOST_AUTO_TEST_CASE(the_meter_counts_events_and_shows_the_fallback_as_a_gauge) {
+BOOST_AUTO_TEST_CASE(the_registry_counts_its_events_through_the_calls_sink) {
   redis_server server;
   server.kill();
   asio::io_context io;
   resilience::metrics telemetry;
+  auto& sink = telemetry.events("mail");
   redis::fleet_limiter limiter{io.get_executor(), server.connection(),
-                              redis::fleet_limiter_options{}.key("metered").fallback(redis::fallback_mode::fail_closed)
-                                  .on_event(redis::limiter_meter(telemetry, "mail"))};
-  for (int i = 0; i < 3; ++i) BOOST_TEST((call(io, limiter) == resilience::error::rate_limited));
-  auto events = [&](const char* name) {
-    return telemetry.counter("resilience.fleet_limiter.events", {{"limiter.name", "mail"}, {"event.name", name}}).value();
+                               redis::fleet_limiter_options{}.key("metered").fallback(redis::fallback_mode::fail_closed)};
+  for (int i = 0; i < 3; ++i) BOOST_TEST((call(io, limiter, &sink) == resilience::error::rate_limited));
+  auto events = [&](const char* name, const char* outcome) -> std::uint64_t {
+    for (const auto& f : telemetry.snapshot().families) {
+      if (f.name != "resilience.strategy.events") continue;
+      for (const auto& s : f.samples) {
+        std::vector<std::string> have;
+        for (const auto& l : s.labels) have.push_back(l.second);
+        if (have == std::vector<std::string>{"mail", "fleet_rate_limiter", name, outcome}) return s.count;
+      }
+    }
+    return 0;
   };
-  BOOST_TEST(events("on_fell_back") == 1u);
-  BOOST_TEST(events("on_round_trip_failed") == 1u);
-  BOOST_TEST(events("on_rejected") == 3u);
-  BOOST_TEST(events("on_resumed") == 0u);
-  BOOST_TEST(telemetry.gauge("resilience.fleet_limiter.fallback", {{"limiter.name", "mail"}}).value() == 1);
+  BOOST_TEST(events("on_fell_back", "none") == 1u);
+  BOOST_TEST(events("on_round_trip_failed", "none") == 1u);
+  BOOST_TEST(events("on_rate_limited", "error") == 3u);
+  BOOST_TEST(events("on_resumed", "none") == 0u);
   server.start();
-  call_until(io, limiter, [&] { return events("on_resumed") == 1u; });
-  BOOST_TEST(telemetry.gauge("resilience.fleet_limiter.fallback", {{"limiter.name", "mail"}}).value() == 0);
+  call_until(io, limiter, [&] { return events("on_resumed", "none") == 1u; }, &sink);
+  BOOST_TEST(!limiter.falling_back());
 }
 
 BOOST_AUTO_TEST_CASE(a_script_flushed_from_redis_is_loaded_again) {

@@ -47,7 +47,7 @@
 
 #include <resilience/clock.hpp>
 #include <resilience/context.hpp>
-#include <resilience/detail/bounded_run.hpp>
+#include <resilience/detail/event_support.hpp>
 #include <resilience/detail/sleep.hpp>
 #include <resilience/detail/parked_joins.hpp>
 #include <resilience/error.hpp>
@@ -132,103 +132,11 @@ class bulkhead_options {
   std::function<void(const bulkhead_rejection&)> on_rejected_;
 };
 
-namespace detail {
+}  // namespace resilience
 
-// A call waiting for a slot: a node in the bulkhead's queue, kept in the
-// waiting coroutine's frame. Its links and `state` change under the
-// bulkhead's mutex while it is queued.
-struct bulkhead_waiter {
-  enum class status : std::uint8_t { idle, queued, granted, timed_out, cancelled, full };
+#include <resilience/detail/bulkhead_core.hpp>  // the shared state, which holds the options
 
-  bulkhead_waiter* prev = nullptr;
-  bulkhead_waiter* next = nullptr;
-  status state = status::idle;
-  // Called under the core's lock once a grant took the node out of the
-  // queue; it only posts the waiter's resumption.
-  void (*granted)(bulkhead_waiter*) noexcept = nullptr;
-};
-
-// The shared state. One 64-bit word holds the calls inside (low half) and
-// the calls waiting (high half), so the lock-free paths see both at once:
-// an admission can never slip past a waiter, and a release can never miss
-// one. The waiting count and the queue change only under the mutex.
-class bulkhead_core {
- public:
-  explicit bulkhead_core(bulkhead_options o) : options_(std::move(o)) {}
-  bulkhead_core(const bulkhead_core&) = delete;
-  bulkhead_core& operator=(const bulkhead_core&) = delete;
-
-  // A slot if one is free and nobody waits.
-  bool try_acquire() noexcept {
-    std::uint64_t w = word_.load(std::memory_order_relaxed);
-    while ((w >> 32) == 0 && (w & low) < options_.max_concurrent()) {
-      if (word_.compare_exchange_weak(w, w + 1, std::memory_order_acquire, std::memory_order_relaxed)) return true;
-    }
-    return false;
-  }
-
-  // Gives a slot back, to the first waiter if there is one.
-  void release() noexcept {
-    std::uint64_t w = word_.load(std::memory_order_relaxed);
-    while ((w >> 32) == 0) {
-      if (word_.compare_exchange_weak(w, w - 1, std::memory_order_release, std::memory_order_relaxed)) return;
-    }
-    release_slow();
-  }
-
-  enum class admission : std::uint8_t { acquired, queued, full };
-  // Takes a slot, or queues `n`, or neither when the queue is full; sets
-  // n.state to granted, queued or full to match.
-  admission acquire_or_enqueue(bulkhead_waiter& n) noexcept;
-  // Takes `n` out of the queue with `why` (timed_out, cancelled). False
-  // when it has left already (granted, or taken out before).
-  bool withdraw(bulkhead_waiter& n, bulkhead_waiter::status why) noexcept;
-  // For a waiter that will never resume (its context shutting down, or its
-  // frame destroyed): out of the queue, or the slot it was granted and never
-  // used given back. A second call does nothing.
-  void abandon(bulkhead_waiter& n) noexcept;
-
-  // Every slot taken and the queue at its limit.
-  bool queue_full() const noexcept {
-    const std::uint64_t w = word_.load(std::memory_order_relaxed);
-    return (w >> 32) >= options_.max_queue() && ((w >> 32) != 0 || (w & low) >= options_.max_concurrent());
-  }
-
-  std::uint32_t in_flight() const noexcept {
-    return static_cast<std::uint32_t>(word_.load(std::memory_order_relaxed) & low);
-  }
-  std::uint32_t queued() const noexcept {
-    return static_cast<std::uint32_t>(word_.load(std::memory_order_relaxed) >> 32);
-  }
-  const bulkhead_options& options() const noexcept { return options_; }
-
-  // Runs on_rejected, if set, then reports to the call's sink, if any.
-  void report(bulkhead_reject_reason why, event_sink* events = nullptr) const {
-    if (options_.on_rejected()) options_.on_rejected()(bulkhead_rejection{why, in_flight(), queued()});
-    if (events) {
-      event e{why == bulkhead_reject_reason::queue_full ? event_kind::bulkhead_queue_full
-                                                        : event_kind::bulkhead_wait_expired};
-      e.outcome = call_outcome::error;
-      e.error = error::bulkhead_full;
-      events->on_event(e);
-    }
-  }
-
- private:
-  static constexpr std::uint64_t low = 0xffffffffu;
-  static constexpr std::uint64_t one_waiter = std::uint64_t{1} << 32;
-
-  void release_slow() noexcept;
-  void unlink_locked(bulkhead_waiter& n) noexcept;
-
-  bulkhead_options options_;
-  alignas(64) std::atomic<std::uint64_t> word_{0};
-  std::mutex mutex_;
-  bulkhead_waiter* head_ = nullptr;
-  bulkhead_waiter* tail_ = nullptr;
-};
-
-}  // namespace detail
+namespace resilience {
 
 class bulkhead_permit;
 namespace detail {
@@ -274,39 +182,29 @@ boost::asio::awaitable<T, Executor> bulkhead_call(Op op, bulkhead_core* core, co
 
 }  // namespace detail
 
+// run(op) and bulkhead(op) run op in a slot, after waiting for one if need be.
 template <resilience::clock Clock = steady_clock>
 class basic_bulkhead : public shared_state_stage<basic_bulkhead<Clock>, detail::bulkhead_core, Clock> {
-  using base = shared_state_stage<basic_bulkhead, detail::bulkhead_core, Clock>;
-  using base::clock_;
-  using base::core_;
-
  public:
+  using basic_bulkhead::shared_state_stage::shared_state_stage;  // (options = {}, clock = {})
   // Not `respects_deadline`: a queued call's wait is bounded by max_wait,
   // not by the context's deadline, so a deadline stage outside keeps its timer.
-
-  // Stages and permits refer to it (not copied).
-  explicit basic_bulkhead(bulkhead_options options = {}, Clock clock = {})
-      : base(std::move(options), std::move(clock)) {}
-
-  // run(op) and bulkhead(op) (stage_base) run op in a slot, after waiting
-  // for one if need be. Const like every stage's run: the state is shared
-  // and synchronised within.
 
   // A slot now, if one is free and nobody waits; never queues, reports no
   // event. For callers that are not coroutines.
   bulkhead_permit try_acquire() const noexcept {
-    return core_.try_acquire() ? detail::adopt_slot(core_) : bulkhead_permit{};
+    return this->core_.try_acquire() ? detail::adopt_slot(this->core_) : bulkhead_permit{};
   }
 
   // Calls inside (holding a slot) and calls waiting, now.
-  std::uint32_t in_flight() const noexcept { return core_.in_flight(); }
-  std::uint32_t queued() const noexcept { return core_.queued(); }
+  std::uint32_t in_flight() const noexcept { return this->core_.in_flight(); }
+  std::uint32_t queued() const noexcept { return this->core_.queued(); }
 
  private:
   friend stage_base<basic_bulkhead>;
   template <class T, class Executor, class Op>
   auto call(Op op, const context& parent) const {
-    return detail::bulkhead_call<T, Executor>(std::move(op), &core_, &clock_, parent);
+    return detail::bulkhead_call<T, Executor>(std::move(op), &this->core_, &this->clock_, parent);
   }
 };
 

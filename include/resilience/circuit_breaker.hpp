@@ -119,8 +119,13 @@ class circuit_open_error : public boost::system::system_error {
 class breaker_permit;
 
 namespace detail {
-breaker_permit admit(breaker_core& core);
-}
+// The slow paths of an admission and a record (lib/circuit_breaker.cpp):
+// they report what happened to `ctx`'s sink when there is a context, then
+// throw what a hook threw.
+breaker_ticket admit_slow(breaker_core& core, const context* ctx);
+void record_slow(breaker_core& core, const breaker_ticket& t, bool failure, const context* ctx);
+breaker_permit admit(breaker_core& core, const context* ctx);
+}  // namespace detail
 
 // The right to make one call: obtained from try_acquire(), then recorded once.
 //
@@ -132,6 +137,8 @@ breaker_permit admit(breaker_core& core);
 //
 // A permit destroyed without a record counts as neither success nor failure
 // (as a cancellation does), and in half-open gives its probe slot back.
+// try_acquire(ctx) and record(failed, ctx) also report the breaker's events
+// (transitions, a rejection) to the sink of the call `ctx` belongs to.
 class breaker_permit {
  public:
   breaker_permit() noexcept = default;
@@ -161,10 +168,8 @@ class breaker_permit {
 
   // Throws what a callback of the transition it causes threw; the outcome is
   // recorded all the same.
-  void record(bool failure) {
-    if (auto* c = std::exchange(core_, nullptr))
-      c->finish(ticket_, failure ? detail::breaker_core::result::failure : detail::breaker_core::result::success);
-  }
+  void record(bool failure) { record_in(failure, nullptr); }
+  void record(bool failure, const context& ctx) { record_in(failure, &ctx); }
   void record_success() { record(false); }
   void record_failure() { record(true); }
   // Neither success nor failure.
@@ -173,8 +178,16 @@ class breaker_permit {
   }
 
  private:
-  friend breaker_permit detail::admit(detail::breaker_core& core);
+  friend breaker_permit detail::admit(detail::breaker_core& core, const context* ctx);
   breaker_permit(detail::breaker_core* core, detail::breaker_ticket t) noexcept : core_(core), ticket_(t) {}
+
+  void record_in(bool failure, const context* ctx) {
+    auto* c = std::exchange(core_, nullptr);
+    if (!c) return;
+    if (!failure && c->finish_success_fast(ticket_)) [[likely]]
+      return;
+    detail::record_slow(*c, ticket_, failure, ctx);
+  }
 
   detail::breaker_core* core_ = nullptr;  // null once recorded, and for a permit with nothing to record
   detail::breaker_ticket ticket_;
@@ -182,8 +195,10 @@ class breaker_permit {
 
 namespace detail {
 
-inline breaker_permit admit(breaker_core& core) {
-  const breaker_ticket t = core.acquire();
+inline breaker_permit admit(breaker_core& core, const context* ctx) {
+  breaker_ticket t = core.acquire();
+  if (t.kind == admission::undecided) [[unlikely]]
+    t = admit_slow(core, ctx);
   const bool records = t.kind == admission::closed || t.kind == admission::probe;
   return breaker_permit(records ? &core : nullptr, t);
 }
@@ -195,55 +210,9 @@ inline breaker_permit admit(breaker_core& core) {
 using breaker_any_failure = any_failure;
 
 namespace detail {
-
+// A call through the breaker (impl/circuit_breaker.hpp).
 template <class T, class Executor, class Op, class Classifier>
-boost::asio::awaitable<T, Executor> breaker_call(Op op, breaker_core* core, Classifier classify, context ctx) {
-  breaker_permit permit = reporting_breaker_events(ctx.events, [core] { return admit(*core); });
-  if (!permit) {
-    // Throwing off for the turn (see yield_after_refusal).
-    const bool throws = co_await boost::asio::this_coro::throw_if_cancelled();
-    co_await boost::asio::this_coro::throw_if_cancelled(false);
-    co_await yield_after_refusal<Executor>(throws);
-    if constexpr (!std::is_void_v<T> && outcome_traits<T>::has_error_channel) {
-      co_return outcome_traits<T>::from_error(error::circuit_open);
-    } else {
-      throw circuit_open_error(permit.retry_after());
-    }
-  }
-  // From here the permit goes back on every path: recorded below, or
-  // released by its destructor if the classifier throws or the frame is
-  // destroyed without resuming.
-  std::optional<outcome<T>> result;
-  try {
-    if constexpr (std::is_void_v<T>) {
-      co_await invoke_op(op, ctx);
-      if constexpr (judges_successes_as<Classifier, false>) {
-        reporting_breaker_events(ctx.events, [&] { permit.record_success(); });
-        co_return;
-      }
-      result.emplace(outcome<T>::from_value({}));
-    } else {
-      T value = co_await invoke_op(op, ctx);
-      if constexpr (judges_successes_as<Classifier, false>) {
-        if (!outcome_traits<T>::error(value).failed()) {
-          reporting_breaker_events(ctx.events, [&] { permit.record_success(); });
-          co_return value;
-        }
-      }
-      result.emplace(std::in_place, std::move(value));
-    }
-  } catch (...) {
-    result.emplace(outcome<T>::from_current_exception());
-  }
-  if (result->cancelled()) {
-    permit.release();
-  } else {
-    const bool failed = detail::classify(classify, *result, ctx);
-    reporting_breaker_events(ctx.events, [&] { permit.record(failed); });
-  }
-  co_return std::move(*result).get();
-}
-
+boost::asio::awaitable<T, Executor> breaker_call(Op op, breaker_core* core, Classifier classify, context ctx);
 }  // namespace detail
 
 // A stage that calls through a breaker, judging outcomes with its own
@@ -269,26 +238,21 @@ class breaker_stage : public stage_base<breaker_stage<Classifier, Clock>> {
   [[no_unique_address]] Classifier classifier_;
 };
 
+// run(op) and breaker(op) judge with the default classifier; stage(c) gives
+// a stage with another.
 template <resilience::clock Clock = steady_clock>
 class basic_circuit_breaker
     : public shared_state_stage<basic_circuit_breaker<Clock>, detail::breaker_core, Clock> {
-  using base = shared_state_stage<basic_circuit_breaker, detail::breaker_core, Clock>;
-  using base::clock_;
+  using base = typename basic_circuit_breaker::shared_state_stage;
   using base::core_;
 
  public:
+  using base::base;  // (options = {}, clock = {})
   // For pipeline(): this stage never waits past the context's deadline.
   static constexpr bool respects_deadline = true;
 
-  // The core refers to the clock, and stages to the core (not copied).
-  explicit basic_circuit_breaker(breaker_options options = {}, Clock clock = {})
-      : base(std::move(options), std::move(clock)) {}
-
   // -- calls --
 
-  // run(op) and breaker(op) (stage_base) judge with the default
-  // classifier; stage(c) gives a stage with another. Const like every
-  // stage's run: the breaker's state is shared and synchronised within.
   breaker_stage<breaker_any_failure, Clock> stage() const { return {core_, {}}; }
   template <class C>
   breaker_stage<C, Clock> stage(C classifier) const {
@@ -297,8 +261,9 @@ class basic_circuit_breaker
 
   // The raw admit / record API, for callers that are not coroutines.
   // Throws what a callback (on_rejection, on_state_change) threw; no permit
-  // is held then.
-  breaker_permit try_acquire() const { return detail::admit(core_); }
+  // is held then. With a context, the breaker's events go to its sink too.
+  breaker_permit try_acquire() const { return detail::admit(core_, nullptr); }
+  breaker_permit try_acquire(const context& ctx) const { return detail::admit(core_, &ctx); }
 
   // -- manual control --
 
@@ -331,3 +296,5 @@ class basic_circuit_breaker
 using circuit_breaker = basic_circuit_breaker<>;
 
 }  // namespace resilience
+
+#include <resilience/impl/circuit_breaker.hpp>

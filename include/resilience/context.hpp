@@ -52,6 +52,12 @@ struct context {
   // none. The sink outlives the call.
   event_sink* events = nullptr;
 
+  // The deadline an enclosing stage's own timer ends the call at, and
+  // reports (a deadline or timeout stage, a server's handler bound);
+  // time_point::max() for none. A stage whose bound is this same deadline
+  // leaves the report to it: each expiry is reported once.
+  time_point watched_deadline = time_point::max();
+
   // Reports `e` to the call's sink, if it has one.
   void report(const event& e) const noexcept {
     if (events) [[unlikely]]
@@ -59,6 +65,9 @@ struct context {
   }
 
   bool has_deadline() const noexcept { return deadline != time_point::max(); }
+
+  // Whether an expiry at `deadline` is an enclosing stage's to report.
+  bool expiry_reported_outside() const noexcept { return has_deadline() && deadline == watched_deadline; }
 
   // This context with `p` attached. A temporary would be gone before the
   // call ends, so it is refused.

@@ -20,7 +20,13 @@
 //
 // A breaker's transitions are reported to the sink of the call that made
 // them; those made with no call (reset(), isolate(), poll()) reach only
-// breaker_options::on_state_change.
+// breaker_options::on_state_change. The fleet limiter's fall-back and return
+// reach the sink of the call that meets them: the call whose round trip to
+// Redis failed, and the first call to take a permit from the shared quota
+// again. Each event is reported once: an expiry by the bound that ended the
+// call (an inner stage clamped to a deadline that an outer stage watches
+// leaves it to that stage). A typed hook that throws does not keep the
+// event from the sink.
 //
 // A sink is called on the thread that made the event, possibly on several
 // at once, and must not throw. It is not called on a call's success path.
@@ -42,49 +48,82 @@ enum class call_outcome : std::uint8_t { success, error, exception, cancelled };
 inline constexpr std::size_t call_outcome_count = 4;
 const char* to_string(call_outcome o) noexcept;
 
-// What happened. Each belongs to one strategy (event::strategy()).
+// What happened, each kind with its name (as metrics label it) and the
+// strategy it belongs to: the one list of them. X(kind, name, strategy).
+#define RESILIENCE_EVENT_KINDS(X)                                                                         \
+  /* retry (also the HTTP client's retries) */                                                           \
+  X(retry, "on_retry", "retry")                    /* a failed attempt will be retried after `delay` */  \
+  X(budget_refused, "on_budget_refused", "retry")  /* the retry budget refused a retry: the call ends */ \
+  /* circuit_breaker (also the HTTP client's breaker per host) */                                        \
+  X(circuit_opened, "on_circuit_opened", "circuit_breaker")                                              \
+  X(circuit_closed, "on_circuit_closed", "circuit_breaker")                                              \
+  X(circuit_half_opened, "on_circuit_half_opened", "circuit_breaker")                                    \
+  X(circuit_isolated, "on_circuit_isolated", "circuit_breaker")                                          \
+  X(circuit_disabled, "on_circuit_disabled", "circuit_breaker")                                          \
+  X(circuit_metrics_only, "on_circuit_metrics_only", "circuit_breaker")                                  \
+  X(circuit_rejected, "on_circuit_rejected", "circuit_breaker") /* `delay`: when it may try again */     \
+  /* bulkhead */                                                                                         \
+  X(bulkhead_queue_full, "on_bulkhead_queue_full", "bulkhead")                                           \
+  X(bulkhead_wait_expired, "on_bulkhead_wait_expired", "bulkhead")                                       \
+  /* timeout and deadline stages (and the client's attempt timeout) */                                   \
+  X(timeout, "on_timeout", "timeout")                                                                    \
+  X(deadline, "on_deadline", "deadline")                                                                 \
+  /* rate_limiter; `delay`: when a permit may be free */                                                 \
+  X(rate_limited, "on_rate_limited", "rate_limiter")                                                     \
+  /* redis::fleet_limiter: a call turned away (`delay`: when Redis expects a permit), the shared */      \
+  /* quota given up for the local fallback after a failed round trip (`error`), and back */              \
+  X(fleet_rate_limited, "on_rate_limited", "fleet_rate_limiter")                                         \
+  X(fleet_round_trip_failed, "on_round_trip_failed", "fleet_rate_limiter")                               \
+  X(fleet_fell_back, "on_fell_back", "fleet_rate_limiter")                                               \
+  X(fleet_resumed, "on_resumed", "fleet_rate_limiter")                                                   \
+  /* adaptive_throttle (also the client's throttle per host) */                                          \
+  X(throttled, "on_throttled", "adaptive_throttle")                                                      \
+  /* hedging: another attempt launched; `delay` since the call began */                                 \
+  X(hedge, "on_hedge", "hedging")                                                                        \
+  /* fallback: the outcome replaced */                                                                   \
+  X(fallback, "on_fallback", "fallback")                                                                 \
+  /* chaos: a fault injected */                                                                          \
+  X(fault_injected, "on_fault_injected", "chaos")                                                        \
+  /* http_client: an attempt waited `delay` for another call's Retry-After */                            \
+  X(host_held, "on_host_held", "http_client")                                                            \
+  /* http_server */                                                                                      \
+  X(shed, "on_shed", "http_server")                          /* 503: too many requests in flight */      \
+  X(request_refused, "on_request_refused", "http_server")    /* `status` (400, 413, 431) */              \
+  X(server_deadline_exceeded, "on_deadline_exceeded", "http_server") /* 504: the deadline passed */      \
+  X(slow_client, "on_slow_client", "http_server")            /* closed: the client stalled */
+
 enum class event_kind : std::uint8_t {
-  // retry (also the HTTP client's retries)
-  retry,           // a failed attempt will be retried after `delay`
-  budget_refused,  // the retry budget refused a retry: the call ends
-  // circuit_breaker (also the HTTP client's breaker per host)
-  circuit_opened,
-  circuit_closed,
-  circuit_half_opened,
-  circuit_isolated,
-  circuit_disabled,
-  circuit_metrics_only,
-  circuit_rejected,  // a call refused; `delay`: when it may try again
-  // bulkhead
-  bulkhead_queue_full,
-  bulkhead_wait_expired,
-  // timeout and deadline stages (and the client's attempt timeout)
-  timeout,
-  deadline,
-  // rate_limiter; `delay`: when a permit may be free
-  rate_limited,
-  // adaptive_throttle (also the client's throttle per host)
-  throttled,
-  // hedging: another attempt launched; `delay` since the call began
-  hedge,
-  // fallback: the outcome replaced
-  fallback,
-  // chaos: a fault injected
-  fault_injected,
-  // http_client: an attempt waited `delay` for another call's Retry-After
-  host_held,
-  // http_server
-  shed,                     // refused with 503: too many requests in flight
-  request_refused,          // refused with `status` (400, 413, 431) before the handler
-  server_deadline_exceeded, // answered 504: the request's deadline passed
-  slow_client,              // a connection closed because the client stalled
+#define RESILIENCE_EVENT_KIND_ENUMERATOR(kind, name, strategy) kind,
+  RESILIENCE_EVENT_KINDS(RESILIENCE_EVENT_KIND_ENUMERATOR)
+#undef RESILIENCE_EVENT_KIND_ENUMERATOR
 };
-inline constexpr std::size_t event_kind_count = static_cast<std::size_t>(event_kind::slow_client) + 1;
+inline constexpr std::size_t event_kind_count = 0
+#define RESILIENCE_EVENT_KIND_COUNT(kind, name, strategy) +1
+    RESILIENCE_EVENT_KINDS(RESILIENCE_EVENT_KIND_COUNT);
+#undef RESILIENCE_EVENT_KIND_COUNT
 
 // The event's name as metrics label it ("on_retry", "on_circuit_opened", ...).
-const char* to_string(event_kind k) noexcept;
+constexpr const char* to_string(event_kind k) noexcept {
+  switch (k) {
+#define RESILIENCE_EVENT_KIND_NAME(kind, name, strategy) \
+  case event_kind::kind:                                 \
+    return name;
+    RESILIENCE_EVENT_KINDS(RESILIENCE_EVENT_KIND_NAME)
+#undef RESILIENCE_EVENT_KIND_NAME
+  }
+  return "unknown";
+}
 // The strategy it belongs to ("retry", "circuit_breaker", "http_server", ...).
-const char* strategy_of(event_kind k) noexcept;
+constexpr const char* strategy_of(event_kind k) noexcept {
+  switch (k) {
+#define RESILIENCE_EVENT_KIND_STRATEGY(kind, name, strategy) \
+  case event_kind::kind:                                     \
+    return strategy;
+    RESILIENCE_EVENT_KINDS(RESILIENCE_EVENT_KIND_STRATEGY)
+#undef RESILIENCE_EVENT_KIND_STRATEGY
+  }
+  return "unknown";
+}
 
 struct event {
   explicit event(event_kind k) noexcept : kind(k) {}

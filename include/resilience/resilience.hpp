@@ -7,6 +7,7 @@
 #include <resilience/adaptive_throttle.hpp>
 #include <resilience/adaptive_timeout.hpp>
 #include <resilience/any_pipeline.hpp>
+#include <resilience/async_run.hpp>
 #include <resilience/backoff.hpp>
 #include <resilience/breaker_registry.hpp>
 #include <resilience/bulkhead.hpp>

@@ -207,22 +207,36 @@ class run_as_call {
 // A strategy whose state every call shares (a breaker, a throttle, a
 // bulkhead, a limiter): it owns its clock and its core, a thread-safe
 // Core(Options) or Core(Options, clock_ref), and is neither copied nor moved,
-// since stages, permits and waiting calls refer to both. S writes its
-// constructor (Options and Clock, passed on) and its call.
+// since stages, permits and waiting calls refer to both. S inherits the
+// constructor, (Options = {}, Clock = {}), and writes its call:
+//
+//   template <resilience::clock Clock = steady_clock>
+//   class basic_x : public shared_state_stage<basic_x<Clock>, detail::x_core, Clock> {
+//    public:
+//     using basic_x::shared_state_stage::shared_state_stage;
+//     static constexpr bool respects_deadline = true;  // if it never waits past the deadline
+//    private:
+//     friend stage_base<basic_x>;
+//     template <class T, class Executor, class Op>
+//     auto call(Op op, const context& parent) const {
+//       return detail::x_call<T, Executor>(std::move(op), &this->core_, &this->clock_, parent);
+//     }
+//   };
 template <class S, class Core, class Clock>
 class shared_state_stage : public stage_base<S> {
  public:
   using clock_type = Clock;
+  using options_type = std::remove_cvref_t<decltype(std::declval<const Core&>().options())>;
 
+  explicit shared_state_stage(options_type options = {}, Clock clock = {})
+      : clock_(std::move(clock)), core_(make_core(std::move(options))) {}
   shared_state_stage(const shared_state_stage&) = delete;
   shared_state_stage& operator=(const shared_state_stage&) = delete;
 
-  const auto& options() const noexcept { return core_.options(); }
+  const options_type& options() const noexcept { return core_.options(); }
   const Clock& clock() const noexcept { return clock_; }
 
  protected:
-  template <class Options>
-  shared_state_stage(Options options, Clock clock) : clock_(std::move(clock)), core_(make_core(std::move(options))) {}
   ~shared_state_stage() = default;
 
   Clock clock_;
@@ -230,9 +244,8 @@ class shared_state_stage : public stage_base<S> {
 
  private:
   // The clock is made first: a core keeps a reference to it.
-  template <class Options>
-  Core make_core(Options options) const {
-    if constexpr (std::is_constructible_v<Core, Options, clock_ref>) {
+  Core make_core(options_type options) const {
+    if constexpr (std::is_constructible_v<Core, options_type, clock_ref>) {
       return Core(std::move(options), clock_ref(clock_));
     } else {
       return Core(std::move(options));

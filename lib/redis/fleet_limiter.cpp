@@ -5,7 +5,6 @@
 
 #include <resilience/backoff.hpp>
 #include <resilience/detail/with_option.hpp>
-#include <resilience/redis/limiter_meter.hpp>
 #include <resilience/rate_limiter.hpp>
 
 #include <boost/asio/post.hpp>
@@ -81,9 +80,6 @@ fleet_limiter_options fleet_limiter_options::clock_from(time_source s) const {
   return resilience::detail::with_option(*this, &fleet_limiter_options::time_source_, s);
 }
 
-fleet_limiter_options fleet_limiter_options::on_event(std::function<void(const limiter_event&)> f) const {
-  return resilience::detail::with_option(*this, &fleet_limiter_options::on_event_, std::move(f));
-}
 
 namespace detail {
 namespace {
@@ -176,10 +172,7 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
     });
   }
 
-  void reject(duration retry_after) noexcept override {
-    rejected_.fetch_add(1, std::memory_order_relaxed);
-    report({limiter_event::kind::rejected, {}, retry_after, replicas_.load(std::memory_order_relaxed)});
-  }
+  void reject() noexcept override { rejected_.fetch_add(1, std::memory_order_relaxed); }
 
   limiter_stats stats() const noexcept override {
     limiter_stats s;
@@ -236,15 +229,6 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
   }
 
  private:
-  void report(const limiter_event& e) const noexcept {
-    if (options_.on_event()) {
-      try {
-        options_.on_event()(e);
-      } catch (...) {
-      }
-    }
-  }
-
   // On the executor.
   void refill_here(time_point now, std::function<void(permit_decision)> done) {
     if (shut_.load(std::memory_order_acquire)) return;  // the caller's frame goes with `done`, unresumed
@@ -364,9 +348,17 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
     if (shut_.load(std::memory_order_acquire)) return;
     if (ec) {
       failed_round_trips_.fetch_add(1, std::memory_order_relaxed);
-      report({limiter_event::kind::round_trip_failed, ec, duration::zero(), replicas_.load()});
-      fall_back(ec);
-      for (auto& w : waiters) w(try_take(now));
+      const bool fell_back = fall_back();
+      // The failure is told to the call that started the round trip (the
+      // first waiter), once; the others are decided by the fallback.
+      for (std::size_t i = 0; i < waiters.size(); ++i) {
+        permit_decision d = try_take(now);
+        if (i == 0) {
+          d.round_trip_failed = ec;
+          d.fell_back = fell_back;
+        }
+        waiters[i](d);
+      }
       return;
     }
     apply(g, now);
@@ -374,8 +366,9 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
   }
 
   // Opens the breaker: the fallback decides until the probe reaches Redis.
-  void fall_back(error_code why) {
-    if (falling_back_.load(std::memory_order_relaxed)) return;
+  // False when it was open already.
+  bool fall_back() {
+    if (falling_back_.load(std::memory_order_relaxed)) return false;
     if (options_.fallback() == fallback_mode::local_share) {
       const std::uint32_t heard = std::max(replicas_this_window_, replicas_last_window_);
       const std::uint32_t replicas = heard ? heard : options_.replicas_hint();
@@ -395,10 +388,10 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
     leased_.store(0, std::memory_order_relaxed);
     fallbacks_.fetch_add(1, std::memory_order_relaxed);
     falling_back_.store(true, std::memory_order_release);
-    report({limiter_event::kind::fell_back, why, duration::zero(), replicas_.load()});
     // The backoff goes on from where the last probe left it: a Redis that
     // answers once and fails again is probed less and less often.
     next_probe_at_.store(steady_ticks() + to_ticks(probe_delay()), std::memory_order_relaxed);
+    return true;
   }
 
   // The breaker's half-open step, started by a call that finds a probe due
@@ -455,8 +448,8 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
     lease_expires_.store(0, std::memory_order_relaxed);
     permit_expected_at_.store(0, std::memory_order_relaxed);
     had_lease_ = false;
+    resumed_untold_.store(true, std::memory_order_relaxed);
     falling_back_.store(false, std::memory_order_release);
-    report({limiter_event::kind::resumed, {}, duration::zero(), replicas_.load()});
   }
 
   asio::any_io_executor executor_;
@@ -499,30 +492,4 @@ std::shared_ptr<limiter_core> limiter_core::make(asio::any_io_executor ex, conne
 }
 
 }  // namespace detail
-}  // namespace resilience::redis
-
-
-namespace resilience::redis {
-namespace {
-resilience::metric_counter_ref event_counter(resilience::metrics& registry, std::string_view limiter,
-                                             const char* event) {
-  return registry.counter("resilience.fleet_limiter.events",
-                          {{"limiter.name", std::string(limiter)}, {"event.name", event}},
-                          "Events of a fleet-wide rate limiter on Redis");
-}
-}  // namespace
-
-limiter_meter::limiter_meter(resilience::metrics& registry, std::string_view limiter_name)
-    : events_{event_counter(registry, limiter_name, "on_fell_back"), event_counter(registry, limiter_name, "on_resumed"),
-              event_counter(registry, limiter_name, "on_round_trip_failed"),
-              event_counter(registry, limiter_name, "on_rejected")},
-      fallback_(registry.gauge("resilience.fleet_limiter.fallback", {{"limiter.name", std::string(limiter_name)}},
-                               "1 while a fleet-wide rate limiter decides without Redis")) {}
-
-void limiter_meter::operator()(const limiter_event& e) const noexcept {
-  events_[static_cast<std::size_t>(e.what)].add();
-  if (e.what == limiter_event::kind::fell_back) fallback_.set(1);
-  if (e.what == limiter_event::kind::resumed) fallback_.set(0);
-}
-
 }  // namespace resilience::redis

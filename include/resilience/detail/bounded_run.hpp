@@ -362,7 +362,10 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, Clock clock,
   if (fire_at == time_point::max()) co_return co_await invoke_op(op, ctx);  // nothing bounds it
   const error_code reason = deadline_first ? error::deadline_exceeded : own_reason;
   if (fire_at <= now) co_return outcome<T>::from_error(reason).get();
+  // Bound by a deadline an enclosing stage watches: that stage reports its expiry.
+  const bool reported_outside = deadline_first && ctx.expiry_reported_outside();
   ctx.deadline = fire_at;
+  ctx.watched_deadline = fire_at;
   const auto executor = co_await asio::this_coro::executor;
 
   local_bound<Clock, Executor> bound;
@@ -419,7 +422,7 @@ boost::asio::awaitable<T, Executor> run_bounded(Op op, context ctx, Clock clock,
   if (expired && result.failed()) {
     // To the sink only when the bound ended the call: a success that came
     // late still wins, and is no expiry to count.
-    ctx.report(expiry_event_of(reason, ctx.attempt));
+    if (!reported_outside) ctx.report(expiry_event_of(reason, ctx.attempt));
     co_return outcome<T>::from_error(reason).get();
   }
   co_return std::move(result).get();

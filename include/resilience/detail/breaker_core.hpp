@@ -40,28 +40,35 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <optional>
 #include <utility>
 
 namespace resilience::detail {
 
-// The event sink of the call admitting or recording on this thread: a
-// breaker's transitions and rejections have no call of their own, so they go
-// to the one that made them. Set only around those synchronous steps, never
-// across a suspension.
-event_sink*& breaker_events_here() noexcept;
+// What one step of a call in the breaker (an admission or a record) made
+// happen, once its hooks have run: the transitions and the rejection, in
+// order, for that call to report to its sink, and the first exception a
+// hook (or the open-duration generator) threw, for it to end with. Made by
+// the slow paths only, on their caller's stack: the breaker keeps no state
+// for it. A breaker call that a hook makes itself has news of its own.
+struct breaker_news {
+  struct item {
+    event_kind kind;
+    duration delay;  // a rejection's retry-after, an opening's length
+  };
+  item items[3];
+  std::uint8_t count = 0;
+  std::exception_ptr hook_error;
 
-template <class F>
-decltype(auto) reporting_breaker_events(event_sink* sink, F&& f) {
-  if (!sink) [[likely]]
-    return std::forward<F>(f)();
-  struct restore {
-    event_sink* saved;
-    ~restore() { breaker_events_here() = saved; }
-  } r{std::exchange(breaker_events_here(), sink)};
-  return std::forward<F>(f)();
-}
+  void add(event_kind k, duration d) noexcept {
+    if (count < 3) items[count++] = {k, d};
+  }
+  void keep(std::exception_ptr e) noexcept {
+    if (!hook_error) hook_error = std::move(e);
+  }
+};
 
 // t + d and later - earlier without overflow, for any time a clock may read:
 // a sum past the end of time_point's range is time_point::max(); a
@@ -80,7 +87,7 @@ inline duration clamped_since(time_point earlier, time_point later) noexcept {
   return duration(r);
 }
 
-enum class admission : std::uint8_t { rejected, closed, probe, pass };
+enum class admission : std::uint8_t { rejected, closed, probe, pass, undecided };
 
 // What acquire() grants: enough to record the call later.
 struct breaker_ticket {
@@ -98,39 +105,57 @@ class breaker_core {
   breaker_core(const breaker_core&) = delete;
   breaker_core& operator=(const breaker_core&) = delete;
 
-  // The slow paths may run the application's callbacks (breaker_options'
-  // on_state_change, on_rejection): what one throws comes out of the call
-  // that made the transition, after the breaker's state is complete and any
-  // probe that call was given is handed back.
-  breaker_ticket acquire() {
+  // The closed (and disabled) path; `undecided` when the state needs the
+  // slow path, which may run the application's callbacks (breaker_options'
+  // on_state_change, on_rejection) and tells what happened in `news`.
+  breaker_ticket acquire() const noexcept {
     const std::uint64_t w = word_.load(std::memory_order_acquire);
     const circuit_state s = state_of(w);
     if (s == circuit_state::closed || s == circuit_state::metrics_only) [[likely]]
       return {epoch_of(w), slow_on_ ? now().time_since_epoch() : duration::zero(), admission::closed};
     if (s == circuit_state::disabled) return {epoch_of(w), {}, admission::pass};
-    return acquire_slow();
+    return {0, {}, admission::undecided};
   }
+  breaker_ticket acquire_slow(breaker_news& news) noexcept;
 
-  void finish(const breaker_ticket& t, result r) {
+  // Records a call that counts as neither slow nor a failure in a closed
+  // period where that can trip nothing: true when done, false when the call
+  // needs finish().
+  bool finish_success_fast(const breaker_ticket& t) noexcept {
+    if (t.kind != admission::closed || !by_count_ || judge_every_call_ || (slow_on_ && took(t) >= slow_threshold_))
+      return false;
+    const std::uint64_t w = word_.load(std::memory_order_relaxed);
+    if (epoch_of(w) != t.epoch) return true;  // admitted before a transition: not this period's call
+    // Load first: while nothing fails, successes only read this line.
+    if (track_run_ && consecutive_->load(std::memory_order_relaxed) != 0)
+      consecutive_->store(0, std::memory_order_relaxed);
+    count_->record_success();  // cannot trip it
+    return true;
+  }
+  // Any record; what its transition's hooks did goes to `news`.
+  void finish(const breaker_ticket& t, result r, breaker_news& news) noexcept {
     if (t.kind == admission::closed) {
       if (r == result::neither) return;
-      record_closed(t.epoch, r == result::failure, slow_on_ && took(t) >= slow_threshold_);
+      record_closed(t.epoch, r == result::failure, slow_on_ && took(t) >= slow_threshold_, news);
     } else if (t.kind == admission::probe) {
       if (r == result::success && slow_on_ && took(t) >= slow_threshold_) r = result::failure;
-      finish_probe(t.epoch, r);
+      settle_probe(t.epoch, r, news);
     }
   }
 
   // Neither success nor failure: runs no callback, so it cannot throw.
   void give_back(const breaker_ticket& t) noexcept {
-    if (t.kind == admission::probe) settle_probe(t.epoch, result::neither);
+    if (t.kind != admission::probe) return;
+    breaker_news none;  // a probe given back ends nothing
+    settle_probe(t.epoch, result::neither, none);
   }
 
   time_point now() const noexcept { return clock_.now(); }
   const clock_ref& clock() const noexcept { return clock_; }
   const breaker_options& options() const noexcept { return options_; }
 
-  // Manual control; each is one transition (or none, if already there).
+  // Manual control; each is one transition (or none, if already there),
+  // made by no call: its hooks run, and what they throw is thrown here.
   void move_to(circuit_state target);
   void poll();
   circuit_state state() const noexcept { return state_of(word_.load(std::memory_order_acquire)); }
@@ -159,7 +184,7 @@ class breaker_core {
   duration took(const breaker_ticket& t) const noexcept { return clamped_since(time_point(t.time), now()); }
   duration since_origin(time_point t) const noexcept { return clamped_since(origin_, t); }
 
-  void record_closed(std::uint64_t epoch, bool failure, bool slow) {
+  void record_closed(std::uint64_t epoch, bool failure, bool slow, breaker_news& news) noexcept {
     const std::uint64_t w = word_.load(std::memory_order_relaxed);
     if (epoch_of(w) != epoch) return;  // admitted before a transition: not this period's call
     std::uint32_t run = 0;
@@ -167,34 +192,31 @@ class breaker_core {
     } else if (failure) {
       run = consecutive_->fetch_add(1, std::memory_order_relaxed) + 1;
     } else if (consecutive_->load(std::memory_order_relaxed) != 0) {
-      // Load first: while nothing fails, successes only read this line.
       consecutive_->store(0, std::memory_order_relaxed);
     }
     if (by_count_) {
-      if (!failure && !slow && !judge_every_call_) [[likely]] {
+      if (!failure && !slow && !judge_every_call_) {
         count_->record_success();  // cannot trip it
         return;
       }
       const window_counts c = count_->record_now(failure, slow);
-      if (state_of(w) == circuit_state::closed) evaluate(epoch, run, &c);
+      if (state_of(w) == circuit_state::closed) trip_if_due(epoch, run, &c, news);
     } else {
       time_->record(since_origin(now()), failure, slow);
-      if ((failure || slow || judge_every_call_) && state_of(w) == circuit_state::closed) evaluate(epoch, run, nullptr);
+      if ((failure || slow || judge_every_call_) && state_of(w) == circuit_state::closed)
+        trip_if_due(epoch, run, nullptr, news);
     }
   }
 
-  breaker_ticket acquire_slow();
-  breaker_ticket admit_slow() noexcept;
-  breaker_ticket reject(circuit_state s, duration retry_after) noexcept;
-  void finish_probe(std::uint64_t epoch, result r);
-  void settle_probe(std::uint64_t epoch, result r) noexcept;
-  void settle_judged_probe(std::uint64_t epoch, result r) noexcept;
+  breaker_ticket reject(circuit_state s, duration retry_after, breaker_news& news) noexcept;
+  void settle_probe(std::uint64_t epoch, result r, breaker_news& news) noexcept;
+  void settle_judged_probe(std::uint64_t epoch, result r, breaker_news& news) noexcept;
   // `known`: the window's counts as the call being evaluated left them, if
   // the window gave them; null to read them.
-  void evaluate(std::uint64_t epoch, std::uint32_t run, const window_counts* known);
-  void trip_if_due(std::uint64_t epoch, std::uint32_t run, const window_counts* known) noexcept;
+  void trip_if_due(std::uint64_t epoch, std::uint32_t run, const window_counts* known, breaker_news& news) noexcept;
   window_counts counts() const noexcept;
-  bool transition(std::uint64_t expected, circuit_state to, time_point now, bool first_probe = false) noexcept;
+  bool transition(std::uint64_t expected, circuit_state to, time_point now, breaker_news& news,
+                  bool first_probe = false) noexcept;
   void publish(std::uint64_t epoch, time_point now, duration length) noexcept;
   std::optional<phase> phase_of(std::uint64_t epoch) const noexcept;
 

@@ -75,6 +75,7 @@
 #include <resilience/clock.hpp>
 #include <resilience/context.hpp>
 #include <resilience/detail/bounded_run.hpp>
+#include <resilience/detail/spawn_result.hpp>
 #include <resilience/error.hpp>
 #include <resilience/http/classifier.hpp>
 #include <resilience/http/connection_pool.hpp>
@@ -186,15 +187,18 @@ class basic_client {
   boost::asio::awaitable<result<ResBody>> request(endpoint to, boost::beast::http::request<ReqBody, Fields> req,
                                                   request_options options = {}) & {
     checked(to, req);
-    return call<ResBody>(std::move(to), std::move(req), options);
+    return call<ResBody>(std::move(to), std::move(req), context{}, options);
   }
   // The same, inside a caller's call: `parent` (a server handler's context,
-  // an outer stage's) bounds it with its deadline, and as it ends marks
-  // request_may_have_been_sent in its properties if the request may have
-  // reached the server (request_options::within). A call its deadline cuts ends with
-  // error::deadline_exceeded, also when the caller's own bound cancels it as
-  // the deadline passes; a cancellation before the deadline stays
-  // operation_aborted.
+  // an outer stage's) is the call's context, as a stage's is: its deadline
+  // bounds the call, its event sink receives the call's events when the
+  // client has none of its own, an http::idempotent in its properties
+  // stands unless request_options::idempotent() says otherwise, and as the
+  // call ends request_may_have_been_sent is set in its properties if the
+  // request may have reached the server (never cleared). A call its
+  // deadline cuts ends with error::deadline_exceeded, also when the
+  // caller's own bound cancels it as the deadline passes; a cancellation
+  // before the deadline stays operation_aborted.
   // (`Context` is resilience::context: a template, so that `request(to, req,
   // {})` still means request_options.)
   template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields,
@@ -202,7 +206,7 @@ class basic_client {
   boost::asio::awaitable<result<ResBody>> request(endpoint to, boost::beast::http::request<ReqBody, Fields> req,
                                                   const Context& parent, request_options options = {}) & {
     checked(to, req);
-    return call<ResBody>(std::move(to), std::move(req), options.within(parent));
+    return call<ResBody>(std::move(to), std::move(req), parent, options);
   }
   template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields,
             std::same_as<context> Context>
@@ -210,7 +214,7 @@ class basic_client {
       endpoint to, std::reference_wrapper<boost::beast::http::request<ReqBody, Fields>> req, const Context& parent,
       request_options options = {}) & {
     checked(to, req.get());
-    return call<ResBody>(std::move(to), req, options.within(parent));
+    return call<ResBody>(std::move(to), req, parent, options);
   }
   // Sends the caller's own request, without a copy: std::ref(req). The call
   // sets Host, Content-Length and the deadline header on it, so it must
@@ -220,7 +224,7 @@ class basic_client {
       endpoint to, std::reference_wrapper<boost::beast::http::request<ReqBody, Fields>> req,
       request_options options = {}) & {
     checked(to, req.get());
-    return call<ResBody>(std::move(to), req, options);
+    return call<ResBody>(std::move(to), req, context{}, options);
   }
   template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields>
   boost::asio::awaitable<result<ResBody>> request(
@@ -235,6 +239,36 @@ class basic_client {
                                                   request_options = {}) && {
     static_assert(detail::dependent_false<ResBody>,
                   "a client must outlive its calls: call request() on a named client, not a temporary");
+  }
+
+  // request() as an Asio initiating function, for code that is not a
+  // coroutine: the call runs on `ex` and completes with
+  // void(error_code, response<ResBody>) through any completion token (a
+  // callback, asio::use_future, asio::deferred, asio::use_awaitable).
+  // Cancelling it through the token's cancellation slot is cancelling the
+  // caller: the call ends with operation_aborted. An exception that escapes
+  // a call (only resource exhaustion can) is thrown from the completion, out
+  // of the io_context's run(), as asio::detached does.
+  //   client.async_request(io.get_executor(), to, req, [](error_code ec, http::response<http::string_body> res) {...});
+  //   auto res = client.async_request(io.get_executor(), to, req, ctx, asio::use_future).get();
+  template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields,
+            boost::asio::completion_token_for<void(error_code, response<ResBody>)> Token>
+  auto async_request(const boost::asio::any_io_executor& ex, endpoint to,
+                     boost::beast::http::request<ReqBody, Fields> req, Token&& token) & {
+    return async_request<ResBody>(ex, std::move(to), std::move(req), context{}, std::forward<Token>(token));
+  }
+  template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields, std::same_as<context> Context,
+            boost::asio::completion_token_for<void(error_code, response<ResBody>)> Token>
+  auto async_request(const boost::asio::any_io_executor& ex, endpoint to,
+                     boost::beast::http::request<ReqBody, Fields> req, const Context& parent, Token&& token) & {
+    checked(to, req);
+    return resilience::detail::spawn_result(
+        ex, call<ResBody>(std::move(to), std::move(req), parent, request_options{}), std::forward<Token>(token));
+  }
+  template <class ResBody = boost::beast::http::string_body, class... Args>
+  void async_request(const boost::asio::any_io_executor&, endpoint, Args&&...) && {
+    static_assert(detail::dependent_false<ResBody>,
+                  "a client must outlive its calls: call async_request() on a named client, not a temporary");
   }
 
   basic_connection_pool<Clock>& pool() noexcept { return pool_; }
@@ -324,7 +358,7 @@ class basic_client {
   // common calls declared extern below are not instantiated in a program's
   // translation units. So are the two coroutines below.
   template <class ResBody, class Held>
-  boost::asio::awaitable<result<ResBody>> call(endpoint to, Held held, request_options options);
+  boost::asio::awaitable<result<ResBody>> call(endpoint to, Held held, context parent, request_options options);
 
   // What a call counts over its attempts, for on_call_finished.
   struct tally {
@@ -430,7 +464,7 @@ using client = basic_client<>;
   RESILIENCE_HTTP_CLIENT_COMMON_CALLS_ON(X, testing::manual_clock)
 #define RESILIENCE_HTTP_CLIENT_CALL(Clock, Held)                                                  \
   template boost::asio::awaitable<basic_client<Clock>::result<boost::beast::http::string_body>>  \
-  basic_client<Clock>::call<boost::beast::http::string_body, Held>(endpoint, Held, request_options);
+  basic_client<Clock>::call<boost::beast::http::string_body, Held>(endpoint, Held, context, request_options);
 #define RESILIENCE_HTTP_CLIENT_EXTERN_CALL(Clock, Held) extern RESILIENCE_HTTP_CLIENT_CALL(Clock, Held)
 RESILIENCE_HTTP_CLIENT_COMMON_CALLS(RESILIENCE_HTTP_CLIENT_EXTERN_CALL)
 #undef RESILIENCE_HTTP_CLIENT_EXTERN_CALL

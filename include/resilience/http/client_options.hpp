@@ -307,44 +307,25 @@ class client_options {
   event_sink* events_ = nullptr;
 };
 
-// For one call.
+// For one call. A call inside a caller's call takes the caller's context
+// itself (client::request(to, req, ctx)): its deadline, properties and sink.
 class request_options {
  public:
-  // Done by then, whatever total_timeout() allows (an inbound request's deadline).
+  // Done by then, whatever total_timeout() allows.
   request_options deadline(time_point at) const noexcept {
     return resilience::detail::with_option(*this, &request_options::deadline_, at);
   }
-  // Whether repeating this request is harmless, instead of is_idempotent(req).
+  // Whether repeating this request is harmless, instead of is_idempotent(req)
+  // (or an http::idempotent in the caller's context).
   request_options idempotent(bool yes) const noexcept {
     return resilience::detail::with_option(*this, &request_options::idempotent_, yes);
   }
-  // Inside a caller's call (a server handler's context, an outer stage's):
-  // its deadline bounds this call too; its properties are read (an
-  // http::idempotent the caller set stands unless idempotent() was given
-  // here) and, when the call ends, request_may_have_been_sent is set in them
-  // if the request may have reached the server (never cleared). They must
-  // outlive the call, as the caller's own do. Its event sink receives the
-  // call's events when the client has none of its own. client::request(to, req, ctx)
-  // does this.
-  request_options within(const context& parent) const noexcept {
-    auto o = deadline(std::min(deadline_, parent.deadline));
-    o.props_ = parent.props;
-    o.events_ = parent.events;
-    if (!o.idempotent_ && parent.props) {
-      if (const bool* yes = parent.props->find(http::idempotent)) o.idempotent_ = *yes;
-    }
-    return o;
-  }
   time_point deadline() const noexcept { return deadline_; }
   std::optional<bool> idempotent() const noexcept { return idempotent_; }
-  properties* caller_properties() const noexcept { return props_; }
-  event_sink* caller_events() const noexcept { return events_; }
 
  private:
   time_point deadline_ = time_point::max();
   std::optional<bool> idempotent_;
-  properties* props_ = nullptr;
-  event_sink* events_ = nullptr;
 };
 
 }  // namespace resilience::http

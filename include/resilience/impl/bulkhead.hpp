@@ -144,15 +144,25 @@ class bulkhead_wait : public bulkhead_waiter {
   parked_continuation<waiter_type> waiter_;
 };
 
+// A rejection: on_rejected, then the call's sink.
+inline void report_rejection(const bulkhead_core& core, const context& ctx, bulkhead_reject_reason why) {
+  const auto& hook = core.options().on_rejected();
+  report_hooked(ctx, [&] { if (hook) hook(bulkhead_rejection{why, core.in_flight(), core.queued()}); },
+                refusal_event(why == bulkhead_reject_reason::queue_full ? event_kind::bulkhead_queue_full
+                                                                        : event_kind::bulkhead_wait_expired,
+                              error::bulkhead_full));
+}
+
 template <class Clock, class Executor>
-boost::asio::awaitable<bulkhead_admission, Executor> bulkhead_queue(bulkhead_core* core, const Clock* clock, event_sink* events) {
+boost::asio::awaitable<bulkhead_admission, Executor> bulkhead_queue(bulkhead_core* core, const Clock* clock,
+                                                                    const context& ctx) {
   namespace asio = boost::asio;
   const auto cs = co_await asio::this_coro::cancellation_state;
   if (cs.cancelled() != asio::cancellation_type::none)
     co_return bulkhead_admission{{}, asio::error::operation_aborted};
   // A full queue rejects without suspending (a snapshot of one atomic word).
   if (core->queue_full()) {
-    core->report(bulkhead_reject_reason::queue_full, events);
+    report_rejection(*core, ctx, bulkhead_reject_reason::queue_full);
     // Throwing off for the turn (see yield_after_refusal).
     const bool throws = co_await boost::asio::this_coro::throw_if_cancelled();
     co_await boost::asio::this_coro::throw_if_cancelled(false);
@@ -164,8 +174,8 @@ boost::asio::awaitable<bulkhead_admission, Executor> bulkhead_queue(bulkhead_cor
   co_await wait.until_admitted(executor);
   const auto how = wait.state;
   bulkhead_admission a = wait.take();
-  if (how == bulkhead_waiter::status::full) core->report(bulkhead_reject_reason::queue_full, events);
-  if (how == bulkhead_waiter::status::timed_out) core->report(bulkhead_reject_reason::max_wait, events);
+  if (how == bulkhead_waiter::status::full) report_rejection(*core, ctx, bulkhead_reject_reason::queue_full);
+  if (how == bulkhead_waiter::status::timed_out) report_rejection(*core, ctx, bulkhead_reject_reason::max_wait);
   // Granted as it was being cancelled: the slot goes on to the next waiter.
   if (a.permit && cs.cancelled() != asio::cancellation_type::none) {
     a.permit.release();
@@ -182,7 +192,7 @@ boost::asio::awaitable<T, Executor> bulkhead_call(Op op, bulkhead_core* core, co
   } else {
     // The queue, in a frame of its own: calls that go straight through do not
     // carry the waiter's node and timer in theirs.
-    bulkhead_admission a = co_await bulkhead_queue<Clock, Executor>(core, clock, ctx.events);
+    bulkhead_admission a = co_await bulkhead_queue<Clock, Executor>(core, clock, ctx);
     if (!a.permit) co_return outcome<T>::from_error(a.ec).get();
     permit = std::move(a.permit);
   }

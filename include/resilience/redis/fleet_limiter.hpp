@@ -77,8 +77,9 @@
 
 #include <resilience/clock.hpp>
 #include <resilience/context.hpp>
-#include <resilience/detail/bounded_run.hpp>
+#include <resilience/detail/event_support.hpp>
 #include <resilience/detail/sleep.hpp>
+#include <resilience/stage.hpp>
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
 #include <resilience/redis/connection.hpp>
@@ -98,19 +99,6 @@ namespace resilience::redis {
 
 enum class fallback_mode : std::uint8_t { local_share, fail_open, fail_closed };
 enum class time_source : std::uint8_t { redis, local };
-
-struct limiter_event {
-  enum class kind : std::uint8_t {
-    fell_back,          // a round trip failed: calls are decided by the fallback
-    resumed,            // Redis answered again: back to the shared quota
-    round_trip_failed,  // a caller's round trip failed (then the breaker opens; its probes report nothing)
-    rejected,           // a call was turned away (rate_limited)
-  };
-  kind what;
-  error_code error;                      // fell_back, round_trip_failed: why
-  duration retry_after = duration::zero();  // rejected: until a permit is expected
-  std::uint32_t replicas = 0;            // replicas seen sharing the key (0: not known)
-};
 
 struct limiter_stats {
   std::uint64_t admitted = 0;              // calls admitted, by the shared quota or the fallback
@@ -163,9 +151,6 @@ class fleet_limiter_options {
   // (the default, 1, gives the whole quota: set it to the fleet's size).
   fleet_limiter_options replicas_hint(std::uint32_t n) const;
   fleet_limiter_options clock_from(time_source s) const;
-  // Every event; the breaker's on the connection's executor, rejections on
-  // the rejected call's thread. It must not throw.
-  fleet_limiter_options on_event(std::function<void(const limiter_event&)> f) const;
 
   const std::string& key() const noexcept { return key_; }
   std::uint32_t tokens() const noexcept { return tokens_; }
@@ -179,7 +164,6 @@ class fleet_limiter_options {
   fallback_mode fallback() const noexcept { return fallback_; }
   std::uint32_t replicas_hint() const noexcept { return replicas_hint_; }
   time_source clock_from() const noexcept { return time_source_; }
-  const std::function<void(const limiter_event&)>& on_event() const noexcept { return on_event_; }
 
  private:
   std::string key_;
@@ -192,16 +176,20 @@ class fleet_limiter_options {
   fallback_mode fallback_ = fallback_mode::local_share;
   std::uint32_t replicas_hint_ = limiter_defaults::replicas_hint;
   time_source time_source_ = time_source::redis;
-  std::function<void(const limiter_event&)> on_event_;
 };
 
 namespace detail {
 
-// What the limiter says to one call.
+// What the limiter says to one call, and what that call met on the way, for
+// it to report: the round trip it started failed (and with it the limiter
+// fell back), or the limiter is back on the shared quota since the last call.
 struct permit_decision {
   enum class kind : std::uint8_t { admitted, ask_redis, rejected };
   kind what;
   duration retry_after = duration::zero();  // rejected
+  error_code round_trip_failed;
+  bool fell_back = false;
+  bool resumed = false;
 };
 
 // The shared state: the lease (here, for the call's fast path), and behind
@@ -216,32 +204,20 @@ class limiter_core {
 
   // A leased permit, the fallback's decision, or ask_redis. Thread-safe.
   permit_decision try_take(time_point now) noexcept {
-    if (!falling_back_.load(std::memory_order_acquire)) {
-      if (now.time_since_epoch().count() < lease_expires_.load(std::memory_order_acquire)) {
-        std::int64_t left = leased_.load(std::memory_order_relaxed);
-        while (left > 0) {
-          if (leased_.compare_exchange_weak(left, left - 1, std::memory_order_acq_rel, std::memory_order_relaxed)) {
-            admitted_.fetch_add(1, std::memory_order_relaxed);
-            return {permit_decision::kind::admitted};
-          }
-        }
-      }
-      // Redis said when the next permit comes: until then, asking again
-      // would only cost it a script (a fleet over its quota would ask for
-      // every call it turns away).
-      const auto expected = permit_expected_at_.load(std::memory_order_relaxed);
-      const auto ticks = now.time_since_epoch().count();
-      if (ticks < expected) return {permit_decision::kind::rejected, duration(expected - ticks)};
-      return {permit_decision::kind::ask_redis};
-    }
-    return fallback_take(now);
+    if (falling_back_.load(std::memory_order_acquire)) return fallback_take(now);
+    permit_decision d = take_shared(now);
+    // The first call on the shared quota again tells its sink.
+    if (resumed_untold_.load(std::memory_order_relaxed)) [[unlikely]]
+      d.resumed = resumed_untold_.exchange(false, std::memory_order_relaxed);
+    return d;
   }
   // A round trip (shared by every caller that finds the lease spent), then
   // the call's decision: admitted, rejected, or ask_redis again (the lease
   // it brought went to callers ahead). `done` runs on the connection's
   // executor.
   virtual void refill(time_point now, std::function<void(permit_decision)> done) = 0;
-  virtual void reject(duration retry_after) noexcept = 0;
+  // Counts a call turned away.
+  virtual void reject() noexcept = 0;
   virtual limiter_stats stats() const noexcept = 0;
   bool falling_back() const noexcept { return falling_back_.load(std::memory_order_acquire); }
   // Zero while the lease holds a permit; else the time Redis last said the
@@ -260,72 +236,39 @@ class limiter_core {
 
  protected:
   virtual permit_decision fallback_take(time_point now) noexcept = 0;
+
+  permit_decision take_shared(time_point now) noexcept {
+    if (now.time_since_epoch().count() < lease_expires_.load(std::memory_order_acquire)) {
+      std::int64_t left = leased_.load(std::memory_order_relaxed);
+      while (left > 0) {
+        if (leased_.compare_exchange_weak(left, left - 1, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+          admitted_.fetch_add(1, std::memory_order_relaxed);
+          return {permit_decision::kind::admitted};
+        }
+      }
+    }
+    // Redis said when the next permit comes: until then, asking again
+    // would only cost it a script (a fleet over its quota would ask for
+    // every call it turns away).
+    const auto expected = permit_expected_at_.load(std::memory_order_relaxed);
+    const auto ticks = now.time_since_epoch().count();
+    if (ticks < expected) return {permit_decision::kind::rejected, duration(expected - ticks)};
+    return {permit_decision::kind::ask_redis};
+  }
   virtual duration fallback_time_until_permit(time_point now) const noexcept = 0;
 
   std::atomic<bool> falling_back_{false};
+  std::atomic<bool> resumed_untold_{false};
   alignas(64) std::atomic<std::int64_t> leased_{0};
   std::atomic<std::int64_t> lease_expires_{0};        // the clock's ticks
   std::atomic<std::int64_t> permit_expected_at_{0};  // the clock's ticks, from Redis's last refusal
   alignas(64) std::atomic<std::uint64_t> admitted_{0};
 };
 
-template <class Executor>
-auto async_refill(limiter_core* core, time_point now) {
-  boost::asio::use_awaitable_t<Executor> token;
-  return boost::asio::async_initiate<boost::asio::use_awaitable_t<Executor>, void(permit_decision)>(
-      [core, now](auto handler) {
-        auto ex = boost::asio::get_associated_executor(handler);
-        core->refill(now, [h = std::make_shared<decltype(handler)>(std::move(handler)), ex](permit_decision d) {
-          boost::asio::post(ex, [h, d] { std::move(*h)(d); });
-        });
-      },
-      token);
-}
-
+// A call with a permit (redis/impl/fleet_limiter.hpp).
 template <class T, class Executor, class Op, class Clock>
 boost::asio::awaitable<T, Executor> redis_limited_call(Op op, limiter_core* core, const Clock* clock,
-                                                       context ctx) {
-  const time_point give_up = saturating_add(clock->now(), core->options().max_wait());
-  for (;;) {
-    const time_point now = clock->now();
-    permit_decision d = core->try_take(now);
-    if (d.what == permit_decision::kind::ask_redis) {
-      d = co_await async_refill<Executor>(core, now);
-      // The round trip is not cancelled (it ends within command_timeout);
-      // a caller cancelled meanwhile ends here, without a permit.
-      const auto state = co_await boost::asio::this_coro::cancellation_state;
-      if (state.cancelled() != boost::asio::cancellation_type::none)
-        co_return outcome<T>::from_error(boost::asio::error::operation_aborted).get();
-    }
-    if (d.what == permit_decision::kind::admitted) break;
-    if (d.what == permit_decision::kind::ask_redis) {
-      // The lease went to callers ahead: ask again, while there is time.
-      if (clock->now() < ctx.deadline) continue;
-      d.what = permit_decision::kind::rejected;
-    }
-    const time_point at = saturating_add(clock->now(), d.retry_after);
-    if (at > give_up || at >= ctx.deadline) {
-      core->reject(d.retry_after);
-      {
-        event e{event_kind::rate_limited};
-        e.outcome = call_outcome::error;
-        e.delay = d.retry_after;
-        e.error = resilience::error::rate_limited;
-        ctx.report(e);
-      }
-      // Throwing off for the turn (see yield_after_refusal).
-      const bool throws = co_await boost::asio::this_coro::throw_if_cancelled();
-      co_await boost::asio::this_coro::throw_if_cancelled(false);
-      co_await resilience::detail::yield_after_refusal<Executor>(throws);
-      co_return outcome<T>::from_error(resilience::error::rate_limited).get();
-    }
-    auto timer = clock->make_timer(co_await boost::asio::this_coro::executor);
-    timer.expires_at(at);
-    auto [ec] = co_await timer.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable_t<Executor>{}));
-    if (ec) co_return outcome<T>::from_error(boost::asio::error::operation_aborted).get();
-  }
-  co_return co_await resilience::detail::invoke_op(op, ctx);
-}
+                                                       context ctx);
 
 }  // namespace detail
 
@@ -372,3 +315,5 @@ class basic_fleet_limiter : public stage_base<basic_fleet_limiter<Clock>> {
 using fleet_limiter = basic_fleet_limiter<>;
 
 }  // namespace resilience::redis
+
+#include <resilience/redis/impl/fleet_limiter.hpp>

@@ -13,6 +13,8 @@ namespace resilience::http::detail {
 class host_tagged_events final : public event_sink {
  public:
   host_tagged_events(event_sink* next, std::string_view host) noexcept : next_(next), host_(host) {}
+  // The sink it passes on to, if any.
+  event_sink* target() const noexcept { return next_; }
   void on_event(const event& e) noexcept override {
     event tagged = e;
     if (tagged.host.empty()) tagged.host = host_;

@@ -53,23 +53,29 @@ void rewind_body(V& v, [[maybe_unused]] std::uint64_t to) noexcept {
 template <resilience::clock Clock>
 template <class ResBody, class Held>
 boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> basic_client<Clock>::call(
-    endpoint to, Held held, request_options options) {
+    endpoint to, Held held, context parent, request_options options) {
   namespace bhttp = boost::beast::http;
   auto& req = request_of(held);
   if (!http::detail::holds(req, bhttp::field::host)) req.set(bhttp::field::host, to.authority());
   req.prepare_payload();
-  // The call's own marks: its classifier must read this request's, not
-  // those of another call made meanwhile under the same caller's context.
+  // The caller's context goes on (its deadline, its sink, a deadline an
+  // outer stage watches), with the call's own marks: its classifier must
+  // read this request's, not those of another call made meanwhile under
+  // the same caller's context.
   properties props;
-  props.set(http::idempotent, options.idempotent().value_or(is_idempotent(req)));
-  context ctx = context{}.with(props);
+  props.set(http::idempotent, options.idempotent().value_or(parent.value_or(http::idempotent, is_idempotent(req))));
+  context ctx = parent;
+  ctx.props = &props;
+  ctx.attempt = 1;
+  ctx.max_attempts = 1;
+  ctx.clock = nullptr;  // the retry puts the client's own clock here
   // The total bound: the retry never waits past it, and each attempt's own
   // bound ends there at the latest.
   const time_point now = clock_.now();
-  ctx.deadline = std::min(options.deadline(), saturating_add(now, options_.total_timeout()));
+  ctx.deadline = std::min({parent.deadline, options.deadline(), saturating_add(now, options_.total_timeout())});
   const std::string key = to.key();
-  detail::host_tagged_events tagged{options_.events() ? options_.events() : options.caller_events(), key};
-  if (options_.events() || options.caller_events()) ctx.events = &tagged;
+  detail::host_tagged_events tagged{options_.events() ? options_.events() : parent.events, key};
+  ctx.events = tagged.target() ? &tagged : nullptr;
   const auto breaker = breakers_.breaker_for(key, now);
   const auto throttle = throttles_ ? throttles_->for_key(key, now, [this] {
     return std::make_shared<resilience::detail::adaptive_throttle_core>(*options_.adaptive_throttle());
@@ -94,9 +100,8 @@ boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> b
   // stage around it must not repeat a POST that did), added to what its
   // other calls left. Each attempt clears the mark for itself: after more
   // than one, an earlier one may have been sent.
-  if (properties* caller = options.caller_properties()) {
-    if (counts.attempts > 1 || ctx.value_or(request_may_have_been_sent, false)) caller->set(request_may_have_been_sent, true);
-  }
+  if (parent.props && (counts.attempts > 1 || ctx.value_or(request_may_have_been_sent, false)))
+    parent.props->set(request_may_have_been_sent, true);
   co_return res;
 }
 
@@ -123,11 +128,9 @@ auto basic_client<Clock>::attempt(const call_target<Request>& target, const cont
     // for nothing, as it reached no server.
     error_code refused;
     breaker_permit permit;
-    if (target.throttle && !target.throttle->admit(resilience::detail::coarse_now(clock_), ctx.events)) {
+    if (target.throttle && !resilience::detail::throttle_admits(*target.throttle, resilience::detail::coarse_now(clock_), ctx)) {
       refused = error::throttled;
-    } else if (!(permit = resilience::detail::reporting_breaker_events(ctx.events, [&] {
-                   return target.breaker.try_acquire();
-                 }))) {
+    } else if (!(permit = target.breaker.try_acquire(ctx))) {
       refused = error::circuit_open;
     }
     if (refused) {
@@ -164,7 +167,7 @@ auto basic_client<Clock>::attempt(const call_target<Request>& target, const cont
           if (caller.cancelled() != asio::cancellation_type::none) break;
           if (now >= bound.at) {
             out.emplace(outcome<T>::from_error(bound.reason));
-            ctx.report(resilience::detail::expiry_event_of(bound.reason, ctx.attempt));
+            resilience::detail::report_expiry(ctx, bound.reason);
             break;
           }
         }
@@ -184,7 +187,7 @@ auto basic_client<Clock>::attempt(const call_target<Request>& target, const cont
         if (!lease || caller.cancelled() != asio::cancellation_type::none) break;
         if (now >= bound.at) {
           out.emplace(outcome<T>::from_error(bound.reason));
-          ctx.report(resilience::detail::expiry_event_of(bound.reason, ctx.attempt));
+          resilience::detail::report_expiry(ctx, bound.reason);
           break;
         }
         // A 429 or 503 from this host may have come while this attempt
@@ -225,7 +228,7 @@ void basic_client<Clock>::judge(breaker_permit& permit, resilience::detail::adap
     return;
   }
   const bool failed = resilience::detail::classify(http::breaker_classifier{}, out, ctx);
-  resilience::detail::reporting_breaker_events(ctx.events, [&] { permit.record(failed); });
+  permit.record(failed, ctx);
   // The throttle judges the host by what reached it: an attempt that
   // ended here (no connection in time, the deadline) says nothing.
   const auto* r = http::detail::response_of(out);
@@ -339,7 +342,7 @@ auto basic_client<Clock>::exchange(connection_lease& lease, Request& req, const 
   }
   if (bound.fired() && (!out || out->failed())) {
     out.emplace(outcome<T>::from_error(limit.reason));  // a response that made it in time still counts
-    ctx.report(resilience::detail::expiry_event_of(limit.reason, ctx.attempt));
+    resilience::detail::report_expiry(ctx, limit.reason);
   }
   co_return false;
 }

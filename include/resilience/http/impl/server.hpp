@@ -36,12 +36,10 @@ struct guard_steps {
   }
 
   // To the call's sink: the server's, else its caller's.
-  static void report(event_sink* sink, event_kind kind, unsigned status) noexcept {
-    if (sink) {
-      event e{kind};
-      e.status = status;
-      sink->on_event(e);
-    }
+  static void report(const context& ctx, event_kind kind, unsigned status) noexcept {
+    event e{kind};
+    e.status = status;
+    ctx.report(e);
   }
 
   void finish(unsigned status, time_point start) const {
@@ -51,16 +49,16 @@ struct guard_steps {
 
   // A deadline header that does not parse is the client's error (as gRPC
   // answers it): running without the bound it meant to set would hide it.
-  response bad_deadline(unsigned version, bool keep_alive, time_point start, event_sink* sink) const {
-    report(sink, event_kind::request_refused, 400);
+  response bad_deadline(unsigned version, bool keep_alive, time_point start, const context& ctx) const {
+    report(ctx, event_kind::request_refused, 400);
     finish(400, start);
     return status_response<response>(boost::beast::http::status::bad_request, version, keep_alive);
   }
 
-  response shed(unsigned version, bool keep_alive, time_point start, event_sink* sink) const {
+  response shed(unsigned version, bool keep_alive, time_point start, const context& ctx) const {
     namespace bhttp = boost::beast::http;
     if (options().on_shed()) options().on_shed()(guard->slots_.in_flight());
-    report(sink, event_kind::shed, 503);
+    report(ctx, event_kind::shed, 503);
     auto res = status_response<response>(bhttp::status::service_unavailable, version, keep_alive);
     res.set(bhttp::field::retry_after, std::to_string(options().retry_after().count()));
     finish(503, start);
@@ -69,11 +67,11 @@ struct guard_steps {
 
   // The answer to a handler that failed: 504 past the deadline, else 500.
   response failed(const error_code& why, time_point deadline, unsigned version, bool keep_alive,
-                  time_point start, event_sink* sink) const {
+                  time_point start, const context& ctx) const {
     namespace bhttp = boost::beast::http;
     if (why == error::deadline_exceeded) {
       if (options().on_deadline_exceeded()) options().on_deadline_exceeded()(deadline);
-      report(sink, event_kind::server_deadline_exceeded, 504);
+      report(ctx, event_kind::server_deadline_exceeded, 504);
       finish(504, start);
       return status_response<response>(bhttp::status::gateway_timeout, version, keep_alive);
     }
@@ -100,8 +98,8 @@ boost::asio::awaitable<typename Guard::response_type> guarded_call(const Guard* 
   const time_point start = steps.begin(req, ctx, malformed_deadline);
   const unsigned version = req.version();
   const bool keep_alive = req.keep_alive();
-  if (malformed_deadline) co_return steps.bad_deadline(version, keep_alive, start, ctx.events);
-  if (!guard->slots_.try_acquire()) co_return steps.shed(version, keep_alive, start, ctx.events);
+  if (malformed_deadline) co_return steps.bad_deadline(version, keep_alive, start, ctx);
+  if (!guard->slots_.try_acquire()) co_return steps.shed(version, keep_alive, start, ctx);
   const bulkhead_permit permit = resilience::detail::adopt_slot(guard->slots_);  // back on every path
 
   // The handler runs as a child bounded by the deadline (run_bounded): on
@@ -111,15 +109,13 @@ boost::asio::awaitable<typename Guard::response_type> guarded_call(const Guard* 
   std::optional<typename Guard::response_type> answer;
   time_point answered_at{};
   error_code why;  // a failure's code, if it had one
-  // The bound reports nothing itself (the server reports the 504 below);
-  // the handler's context carries the sink again.
-  event_sink* const sink = std::exchange(ctx.events, nullptr);
+  // The server reports the deadline's expiry (the 504 below): the bound,
+  // and any stage inside whose bound is that deadline, leave it to it.
+  ctx.watched_deadline = ctx.deadline;
   try {
     co_await resilience::detail::run_bounded<void, asio::any_io_executor>(
-        [guard, &req, &answer, &answered_at, sink](const context& c) {
-          context with_sink = c;
-          with_sink.events = sink;
-          return answer_into(guard, &req, with_sink, &answer, &answered_at);
+        [guard, &req, &answer, &answered_at](const context& c) {
+          return answer_into(guard, &req, c, &answer, &answered_at);
         },
         ctx,
         guard->clock_, duration::max(), asio::cancellation_type::terminal, error::deadline_exceeded);
@@ -142,7 +138,7 @@ boost::asio::awaitable<typename Guard::response_type> guarded_call(const Guard* 
     steps.finish(0, start);
     throw boost::system::system_error(asio::error::operation_aborted);
   }
-  co_return steps.failed(why, ctx.deadline, version, keep_alive, start, sink);
+  co_return steps.failed(why, ctx.deadline, version, keep_alive, start, ctx);
 }
 
 
@@ -263,21 +259,22 @@ boost::asio::awaitable<void> server<Handler, Clock>::session(tcp::socket socket,
   // The phase's bound, for the sweep to hold the connection to.
   const auto bound = [&](duration d) { entry->deadline = saturating_add(clock.now(), d); };
   // After an operation: whether the sweep cut it, reported as a slow client in `phase`.
+  // The connection's own events (a slow client, a request refused before it
+  // was one) go where its requests' do.
+  context connection_ctx;
+  connection_ctx.events = o.events();
   const auto cut = [&](client_phase phase) {
     if (!entry->timed_out) return false;
     if (o.on_slow_client()) o.on_slow_client()(phase);
-    if (o.events()) o.events()->on_event(event{event_kind::slow_client});
+    connection_ctx.report(event{event_kind::slow_client});
     return true;
   };
   // A short answer of the server's own before it closes the connection. It
   // is a request finished like any other, for whoever counts them.
   const auto refuse = [&](bhttp::status status, unsigned version, bhttp::verb method) -> asio::awaitable<void> {
     if (o.on_request_finished()) o.on_request_finished()(request_finished{static_cast<unsigned>(status), {}, method});
-    if (o.events()) {
-      event e{event_kind::request_refused};
-      e.status = static_cast<unsigned>(status);
-      o.events()->on_event(e);
-    }
+    detail::guard_steps<guarded_handler<Handler, Clock>>::report(connection_ctx, event_kind::request_refused,
+                                                                 static_cast<unsigned>(status));
     auto res = detail::status_response<bhttp::response<bhttp::empty_body>>(status, version, false);
     {
       bound(o.write_timeout());
@@ -362,15 +359,16 @@ boost::asio::awaitable<void> server<Handler, Clock>::session(tcp::socket socket,
     const time_point start = steps.begin(req, ctx, malformed_deadline);
     std::optional<response_type> res;
     if (malformed_deadline) {
-      res.emplace(steps.bad_deadline(version, client_keeps, start, ctx.events));
+      res.emplace(steps.bad_deadline(version, client_keeps, start, ctx));
     } else if (!guard_.slots_.try_acquire()) {
-      res.emplace(steps.shed(version, client_keeps, start, ctx.events));
+      res.emplace(steps.shed(version, client_keeps, start, ctx));
     } else {
       const bulkhead_permit permit = resilience::detail::adopt_slot(guard_.slots_);  // back on every path
       error_code why;  // a failure's code, if it had one
       if (ctx.deadline > start) {
         anchor.attach(ctx);
         watch_handler(*entry, ctx.deadline);
+        ctx.watched_deadline = ctx.deadline;  // the sweep ends the handler then, and the 504 reports it
         time_point answered_at{};
         try {
           res.emplace(co_await guard_.handler_(std::move(req), std::as_const(ctx)));
@@ -402,7 +400,7 @@ boost::asio::awaitable<void> server<Handler, Clock>::session(tcp::socket socket,
       if (res) {
         steps.finish(res->result_int(), start);
       } else {
-        res.emplace(steps.failed(why, ctx.deadline, version, client_keeps, start, ctx.events));
+        res.emplace(steps.failed(why, ctx.deadline, version, client_keeps, start, ctx));
       }
     }
     const bool again = client_keeps && res->keep_alive() && !draining_ && !entry->cancelled;
