@@ -1,2 +1,1 @@
 #include <boost/asio/impl/src.hpp>
-#include <boost/asio/ssl/impl/src.hpp>

@@ -56,6 +56,15 @@ using resilience::test::completion;
 using resilience::test::live;
 using resilience::test::spawn;
 
+// The client's common calls on the manual clock, compiled once for the test
+// files in http_client_manual_calls.cpp (the library compiles the steady
+// clock's only: see the end of client.hpp).
+namespace resilience::http {
+#define HTTP_CLIENT_TEST_EXTERN_CALL(Clock, Held) extern RESILIENCE_HTTP_CLIENT_CALL(Clock, Held)
+RESILIENCE_HTTP_CLIENT_COMMON_CALLS_ON(HTTP_CLIENT_TEST_EXTERN_CALL, testing::manual_clock)
+#undef HTTP_CLIENT_TEST_EXTERN_CALL
+}  // namespace resilience::http
+
 namespace http_client_test {
 
 using client_t = rhttp::basic_client<manual_clock>;

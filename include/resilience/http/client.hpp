@@ -448,20 +448,24 @@ class basic_client {
 
 using client = basic_client<>;
 
-// The calls most programs and their tests make (a string_body response to
-// an empty_body or string_body request, sent as a copy or by std::ref, on
-// the steady clock or a manual_clock) are compiled once, in the library
-// (lib/http/client_calls.cpp): a program's translation units do not
-// instantiate the client's coroutines for them (call() is defined out of the
-// class for this: an inline function would be instantiated all the same).
+// The calls most programs make (a string_body response to an empty_body or
+// string_body request, sent as a copy or by std::ref, on the steady clock)
+// are compiled once, in the library (lib/http/client.cpp): a program's
+// translation units do not instantiate the client's coroutines for them
+// (call() is defined out of the class for this: an inline function would be
+// instantiated all the same). On another clock (a manual_clock in tests)
+// each translation unit instantiates the calls it makes, unless the program
+// compiles them once itself, as the library's tests do for the manual clock
+// (tests/http_client_support.hpp):
+//   RESILIENCE_HTTP_CLIENT_COMMON_CALLS_ON(RESILIENCE_HTTP_CLIENT_CALL, testing::manual_clock)
+// in one file, in namespace resilience::http, and `extern` before each in
+// the others.
 #define RESILIENCE_HTTP_CLIENT_COMMON_CALLS_ON(X, Clock)                                          \
   X(Clock, boost::beast::http::request<boost::beast::http::empty_body>)                          \
   X(Clock, boost::beast::http::request<boost::beast::http::string_body>)                         \
   X(Clock, std::reference_wrapper<boost::beast::http::request<boost::beast::http::empty_body>>)  \
   X(Clock, std::reference_wrapper<boost::beast::http::request<boost::beast::http::string_body>>)
-#define RESILIENCE_HTTP_CLIENT_COMMON_CALLS(X)                \
-  RESILIENCE_HTTP_CLIENT_COMMON_CALLS_ON(X, steady_clock)     \
-  RESILIENCE_HTTP_CLIENT_COMMON_CALLS_ON(X, testing::manual_clock)
+#define RESILIENCE_HTTP_CLIENT_COMMON_CALLS(X) RESILIENCE_HTTP_CLIENT_COMMON_CALLS_ON(X, steady_clock)
 #define RESILIENCE_HTTP_CLIENT_CALL(Clock, Held)                                                  \
   template boost::asio::awaitable<basic_client<Clock>::result<boost::beast::http::string_body>>  \
   basic_client<Clock>::call<boost::beast::http::string_body, Held>(endpoint, Held, context, request_options);
