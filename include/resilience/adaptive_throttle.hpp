@@ -54,6 +54,7 @@
 #include <resilience/clock.hpp>
 #include <resilience/context.hpp>
 #include <resilience/detail/event_support.hpp>
+#include <resilience/detail/gated_call.hpp>
 #include <resilience/detail/sleep.hpp>
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
@@ -140,7 +141,7 @@ namespace detail {
 // A call through the throttle (impl/adaptive_throttle.hpp).
 template <class T, class Executor, class Op, class Classifier, class Clock>
 boost::asio::awaitable<T, Executor> throttle_call(Op op, adaptive_throttle_core* core, const Clock* clock,
-                                                  Classifier accepted, context ctx);
+                                                  Classifier accepted, const context& ctx);
 }  // namespace detail
 
 // A stage that calls through a throttle, judging outcomes with its own
@@ -207,12 +208,6 @@ class basic_adaptive_throttle
   // Calls rejected since the throttle was made.
   std::uint64_t rejections() const noexcept { return core_.rejections(); }
 
- private:
-  friend stage_base<basic_adaptive_throttle>;
-  template <class T, class Executor, class Op>
-  auto call(Op op, const context& parent) const {
-    return stage().run(std::move(op), parent);
-  }
 };
 
 using adaptive_throttle = basic_adaptive_throttle<>;

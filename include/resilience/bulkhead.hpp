@@ -178,7 +178,7 @@ inline bulkhead_permit adopt_slot(bulkhead_core& core) noexcept { return bulkhea
 
 // A call: in a slot at once, or after queueing for one (impl/bulkhead.hpp).
 template <class T, class Executor, class Op, class Clock>
-boost::asio::awaitable<T, Executor> bulkhead_call(Op op, bulkhead_core* core, const Clock* clock, context ctx);
+boost::asio::awaitable<T, Executor> stage_call(Op op, bulkhead_core* core, const Clock* clock, context ctx);
 
 }  // namespace detail
 
@@ -200,12 +200,6 @@ class basic_bulkhead : public shared_state_stage<basic_bulkhead<Clock>, detail::
   std::uint32_t in_flight() const noexcept { return this->core_.in_flight(); }
   std::uint32_t queued() const noexcept { return this->core_.queued(); }
 
- private:
-  friend stage_base<basic_bulkhead>;
-  template <class T, class Executor, class Op>
-  auto call(Op op, const context& parent) const {
-    return detail::bulkhead_call<T, Executor>(std::move(op), &this->core_, &this->clock_, parent);
-  }
 };
 
 using bulkhead = basic_bulkhead<>;

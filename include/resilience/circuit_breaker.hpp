@@ -82,6 +82,7 @@
 #include <resilience/detail/bounded_run.hpp>
 #include <resilience/detail/sleep.hpp>
 #include <resilience/detail/breaker_core.hpp>
+#include <resilience/detail/gated_call.hpp>
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
 #include <resilience/stage.hpp>
@@ -212,7 +213,7 @@ using breaker_any_failure = any_failure;
 namespace detail {
 // A call through the breaker (impl/circuit_breaker.hpp).
 template <class T, class Executor, class Op, class Classifier>
-boost::asio::awaitable<T, Executor> breaker_call(Op op, breaker_core* core, Classifier classify, context ctx);
+boost::asio::awaitable<T, Executor> breaker_call(Op op, breaker_core* core, Classifier classify, const context& ctx);
 }  // namespace detail
 
 // A stage that calls through a breaker, judging outcomes with its own
@@ -285,12 +286,6 @@ class basic_circuit_breaker
   duration time_until_probe() const noexcept { return core_.time_until_probe(); }
   breaker_metrics metrics() const noexcept { return core_.metrics(); }
 
- private:
-  friend stage_base<basic_circuit_breaker>;
-  template <class T, class Executor, class Op>
-  auto call(Op op, const context& parent) const {
-    return stage().run(std::move(op), parent);
-  }
 };
 
 using circuit_breaker = basic_circuit_breaker<>;

@@ -247,4 +247,5 @@ using hedging_policy = basic_hedging_policy<>;
 
 }  // namespace resilience
 
+#include <resilience/detail/hedge_join.hpp>
 #include <resilience/impl/hedging.hpp>

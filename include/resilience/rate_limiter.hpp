@@ -165,8 +165,7 @@ namespace resilience {
 namespace detail {
 // A call with a permit, after a wait for one if need be (impl/rate_limiter.hpp).
 template <class T, class Executor, class Op, class Clock>
-boost::asio::awaitable<T, Executor> rate_limited_call(Op op, rate_limiter_core* core, const Clock* clock,
-                                                      context ctx);
+boost::asio::awaitable<T, Executor> stage_call(Op op, rate_limiter_core* core, const Clock* clock, context ctx);
 }  // namespace detail
 
 // run(op) and limiter(op) run op with a permit, after waiting for one if so
@@ -189,12 +188,6 @@ class basic_rate_limiter
   duration time_until_permit() const noexcept { return this->core_.time_until_permit(this->clock_.now()); }
   std::uint32_t queued() const noexcept { return this->core_.queued(); }
 
- private:
-  friend stage_base<basic_rate_limiter>;
-  template <class T, class Executor, class Op>
-  auto call(Op op, const context& parent) const {
-    return detail::rate_limited_call<T, Executor>(std::move(op), &this->core_, &this->clock_, parent);
-  }
 };
 
 using rate_limiter = basic_rate_limiter<>;

@@ -208,20 +208,19 @@ class run_as_call {
 // bulkhead, a limiter): it owns its clock and its core, a thread-safe
 // Core(Options) or Core(Options, clock_ref), and is neither copied nor moved,
 // since stages, permits and waiting calls refer to both. S inherits the
-// constructor, (Options = {}, Clock = {}), and writes its call:
+// constructor, (Options = {}, Clock = {}); its call is the coroutine its
+// core's namespace names stage_call, found by argument-dependent lookup:
 //
 //   template <resilience::clock Clock = steady_clock>
 //   class basic_x : public shared_state_stage<basic_x<Clock>, detail::x_core, Clock> {
 //    public:
 //     using basic_x::shared_state_stage::shared_state_stage;
 //     static constexpr bool respects_deadline = true;  // if it never waits past the deadline
-//    private:
-//     friend stage_base<basic_x>;
-//     template <class T, class Executor, class Op>
-//     auto call(Op op, const context& parent) const {
-//       return detail::x_call<T, Executor>(std::move(op), &this->core_, &this->clock_, parent);
-//     }
 //   };
+//   namespace detail {
+//   template <class T, class Executor, class Op, class Clock>
+//   boost::asio::awaitable<T, Executor> stage_call(Op op, x_core* core, const Clock* clock, context ctx);
+//   }
 template <class S, class Core, class Clock>
 class shared_state_stage : public stage_base<S> {
  public:
@@ -243,6 +242,12 @@ class shared_state_stage : public stage_base<S> {
   mutable Core core_;
 
  private:
+  friend stage_base<S>;
+  template <class T, class Executor, class Op>
+  auto call(Op op, const context& parent) const {
+    return stage_call<T, Executor>(std::move(op), &core_, &clock_, parent);
+  }
+
   // The clock is made first: a core keeps a reference to it.
   Core make_core(options_type options) const {
     if constexpr (std::is_constructible_v<Core, options_type, clock_ref>) {

@@ -82,7 +82,10 @@
 #include <resilience/http/client_options.hpp>
 #include <resilience/http/deadline_header.hpp>
 #include <resilience/http/detail/host_holds.hpp>
+#include <resilience/http/detail/client_retry_hook.hpp>
+#include <resilience/http/detail/host_budget.hpp>
 #include <resilience/http/detail/host_tagged_events.hpp>
+#include <resilience/http/detail/message_support.hpp>
 #include <resilience/http/detail/per_host.hpp>
 #include <resilience/http/retry_after_delay.hpp>
 #include <resilience/properties.hpp>
@@ -116,36 +119,10 @@
 
 namespace resilience::http {
 
+
 namespace detail {
-
-// Forwards retry events to client_options::on_retry.
-struct client_retry_hook {
-  const std::function<void(const client_retry_event&)>* report;
-  const retry_after_delay* retry_after;
-
-  template <class T>
-  void operator()(const retry_event<T>& e) const {
-    if (!*report) return;
-    unsigned status = 0;
-    bool server_delay = false;
-    bool malformed = false;
-    if constexpr (http::detail::carries_response<T>) {
-      if (const auto* r = http::detail::response_of(e.result)) {
-        status = r->result_int();
-        // Asked again rather than remembered: a retry is off the success
-        // path, and the delay generator keeps no state.
-        server_delay = retry_after->requested(*r).has_value();
-        malformed = !server_delay && (status == 429 || status == 503) &&
-                    r->find(boost::beast::http::field::retry_after) != r->end();
-      }
-    }
-    (*report)(client_retry_event{e.attempt, e.delay, e.result.error(), status, server_delay, malformed});
-  }
-};
-
 template <class T>
 inline constexpr bool dependent_false = false;
-
 }  // namespace detail
 
 template <resilience::clock Clock = steady_clock>
@@ -165,7 +142,7 @@ class basic_client {
         clock_(clock),
         pool_(options_.pool(), clock),
         breakers_(options_.breaker(), options_.breaker_limits(), clock),
-        retry_(with_budget(retry_policy{}
+        retry_(detail::with_budget(options_, retry_policy{}
                                .max_attempts(options_.max_retries() + 1)
                                .backoff(options_.backoff())
                                .retry_if(options_.retry_classifier())
@@ -281,77 +258,18 @@ class basic_client {
   using breaker_type = typename basic_breaker_registry<std::string, Clock>::breaker_type;
   using lease_result = typename basic_connection_pool<Clock>::lease_result;
 
-  // The options' budget (if any) on the policy; it refers to options_'s copy.
-  template <class Policy>
-  Policy with_budget(Policy p, const resilience::detail::budget_ref& budget) const {
-    if (!budget) return p;
-    p = p.budget(budget);
-    if (options_.on_budget_refused()) p = p.on_budget_refused(options_.on_budget_refused());
-    return p;
-  }
-  template <class Policy>
-  Policy with_budget(Policy p) const {
-    return with_budget(std::move(p), options_.budget());
-  }
-
   // A host's own retry budget (budget_per_host()) and the client's retry
-  // policy consulting it.
-  struct host_budget {
-    std::variant<retry_token_budget, basic_retry_ratio_budget<Clock>> budget;
-    retry_type policy;
+  // policy consulting it (http/detail/host_budget.hpp).
+  using host_budget = detail::host_budget<retry_type, Clock>;
+  std::shared_ptr<host_budget> budget_for(const std::string& key, time_point now);
 
-    host_budget(const basic_client& c, const retry_token_budget_settings& s)
-        : budget(std::in_place_index<0>, s.max_tokens, s.token_ratio), policy(policy_for(c)) {}
-    host_budget(const basic_client& c, const retry_ratio_budget_options& r)
-        : budget(std::in_place_index<1>, r, c.clock_), policy(policy_for(c)) {}
-
-   private:
-    retry_type policy_for(const basic_client& c) {
-      return c.with_budget(c.retry_, std::visit([](auto& b) { return resilience::detail::budget_ref::to(b); }, budget));
-    }
-  };
-  std::shared_ptr<host_budget> budget_for(const std::string& key, time_point now) {
-    return budgets_->for_key(key, now, [this] {
-      return std::visit(
-          [this](const auto& settings) -> std::shared_ptr<host_budget> {
-            if constexpr (std::is_same_v<std::remove_cvref_t<decltype(settings)>, std::monostate>) {
-              return nullptr;
-            } else {
-              return std::make_shared<host_budget>(*this, settings);
-            }
-          },
-          options_.budget_per_host());
-    });
-  }
-
-  static client_options checked(client_options o) {
-    if (o.attempt_timeout() > o.total_timeout())
-      throw std::invalid_argument(
-          "http::client_options::attempt_timeout: must not be longer than total_timeout (it could never fire)");
-    if ((o.deadline_header() || o.deadline_margin_given()) && o.deadline_margin() >= o.attempt_timeout())
-      throw std::invalid_argument(
-          "http::client_options::deadline_margin: must be shorter than attempt_timeout (every attempt would tell "
-          "the server it has no time left)");
-    return o;
-  }
+  // Contradictory options throw std::invalid_argument.
+  static client_options checked(client_options o);
 
   // An endpoint built field by field skips its factory's checks; a CONNECT
   // would leave a tunnel, not a response, on a pooled connection.
   template <class Request>
-  static void checked(const endpoint& to, const Request& req) {
-    to.validate();
-    if (req.method() == boost::beast::http::verb::connect)
-      throw std::invalid_argument("http::client::request: CONNECT is not supported (it opens a tunnel)");
-  }
-
-  template <class R>
-  static R& request_of(R& r) noexcept {
-    return r;
-  }
-  template <class R>
-  static R& request_of(std::reference_wrapper<R> r) noexcept {
-    return r.get();
-  }
+  static void checked(const endpoint& to, const Request& req);
 
   // `held` is the request, or a reference_wrapper to the caller's.
   // Defined out of the class (impl/client.hpp), not inline: so that the
@@ -366,10 +284,6 @@ class basic_client {
     duration held{};             // waited for other calls' Retry-After
   };
 
-  // One attempt: the host's hold, the breaker's permit, a connection, then
-  // the exchange on it (a frame of its own: one frame of both would pass the
-  // 1,020 bytes that Asio's frame cache recycles, and be allocated on every
-  // attempt).
   // What every attempt of one call refers to, kept in the call's frame.
   template <class Request>
   struct call_target {
@@ -380,6 +294,10 @@ class basic_client {
     resilience::detail::adaptive_throttle_core* throttle;
     tally& counts;
   };
+  // One attempt: the host's hold, the breaker's permit, a connection, then
+  // the exchange on it (a frame of its own: one frame of both would pass the
+  // 1,020 bytes that Asio's frame cache recycles, and be allocated on every
+  // attempt).
   template <class ResBody, class Request>
   boost::asio::awaitable<result<ResBody>> attempt(const call_target<Request>& target, const context& ctx);
 
@@ -389,8 +307,6 @@ class basic_client {
   void judge(breaker_permit& permit, resilience::detail::adaptive_throttle_core* throttle, const outcome<T>& out,
              const context& ctx);
 
-  // A refusal (open breaker, throttle, a hold it cannot wait out) completes
-  // through the executor, never inline: a loop of refused calls yields.
   // No idle connection: a wait for one, or a new one, into `lease`, under a
   // bound of its own (the pool's wait is a coroutine, which no slot
   // reaches). A frame of its own: attempts that reuse a connection do not
@@ -398,6 +314,8 @@ class basic_client {
   boost::asio::awaitable<error_code> acquire_into(std::optional<connection_lease>& lease, const endpoint& to,
                                                   const context& ctx, duration limit);
 
+  // A refusal (open breaker, throttle, a hold it cannot wait out) completes
+  // through the executor, never inline: a loop of refused calls yields.
   // `throws`: the caller's throw_if_cancelled, which it has turned off.
   static boost::asio::awaitable<error_code> refuse(error_code why, bool throws);
   boost::asio::awaitable<error_code> wait_out_holds(const std::string& key, const context& ctx, tally& counts);

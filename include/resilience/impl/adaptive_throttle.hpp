@@ -17,51 +17,48 @@ inline bool throttle_admits(adaptive_throttle_core& core, time_point now, const 
   return false;
 }
 
-template <class T, class Executor, class Op, class Classifier, class Clock>
-boost::asio::awaitable<T, Executor> throttle_call(Op op, adaptive_throttle_core* core, const Clock* clock,
-                                                  Classifier accepted, context ctx) {
-  if (!throttle_admits(*core, detail::coarse_now(*clock), ctx)) {
-    // Throwing off for the turn (see yield_after_refusal).
-    const bool throws = co_await boost::asio::this_coro::throw_if_cancelled();
-    co_await boost::asio::this_coro::throw_if_cancelled(false);
-    co_await yield_after_refusal<Executor>(throws);
-    co_return make_failure<T>(error::throttled);
+// A call through the throttle, judged by `accepted`: counted once its
+// outcome is known (a cancellation counts for nothing).
+template <class Classifier, class Clock>
+struct throttle_gate {
+  adaptive_throttle_core* core;
+  const Clock* clock;
+  [[no_unique_address]] Classifier accepted;
+
+  static constexpr bool shortcut = judges_successes_as<Classifier, true>;
+
+  bool admit(const context& ctx) { return throttle_admits(*core, coarse_now(*clock), ctx); }
+  template <class T>
+  T refusal() const {
+    return make_failure<T>(error::throttled);
   }
-  // Counted once the outcome is known: a frame destroyed unresumed (its
-  // execution context shut down) or a cancellation counts for nothing.
-  std::optional<outcome<T>> result;
-  try {
-    if constexpr (std::is_void_v<T>) {
-      co_await invoke_op(op, ctx);
-      if constexpr (judges_successes_as<Classifier, true>) {
-        core->record(detail::coarse_now(*clock), true);
-        co_return;
-      }
-      result.emplace(outcome<T>::from_value({}));
-    } else {
-      T value = co_await invoke_op(op, ctx);
-      if constexpr (judges_successes_as<Classifier, true>) {
-        if (!outcome_traits<T>::error(value).failed()) {
-          core->record(detail::coarse_now(*clock), true);
-          co_return value;
-        }
-      }
-      result.emplace(std::in_place, std::move(value));
-    }
-  } catch (...) {
-    result.emplace(outcome<T>::from_current_exception());
-  }
-  if (!result->cancelled()) {
+  void succeeded(const context&) { core->record(coarse_now(*clock), true); }
+  template <class T>
+  void settle(const outcome<T>& o, const context& ctx) {
+    if (o.cancelled()) return;
     bool is_accept = false;
     try {
-      is_accept = detail::classify(accepted, *result, ctx);
+      is_accept = detail::classify(accepted, o, ctx);
     } catch (...) {
-      core->record(detail::coarse_now(*clock), false);  // still a request; the classifier's exception ends the call
+      core->record(coarse_now(*clock), false);  // still a request; the classifier's exception ends the call
       throw;
     }
-    core->record(detail::coarse_now(*clock), is_accept);
+    core->record(coarse_now(*clock), is_accept);
   }
-  co_return std::move(*result).get();
+};
+
+template <class T, class Executor, class Op, class Classifier, class Clock>
+boost::asio::awaitable<T, Executor> throttle_call(Op op, adaptive_throttle_core* core, const Clock* clock,
+                                                  Classifier accepted, const context& ctx) {
+  return gated_call<T, Executor>(std::move(op), throttle_gate<Classifier, Clock>{core, clock, std::move(accepted)},
+                                 ctx);
+}
+
+// The throttle used as a stage: its default classifier.
+template <class T, class Executor, class Op, class Clock>
+boost::asio::awaitable<T, Executor> stage_call(Op op, adaptive_throttle_core* core, const Clock* clock,
+                                               const context& ctx) {
+  return throttle_call<T, Executor>(std::move(op), core, clock, accepted_if_succeeded{}, ctx);
 }
 
 }  // namespace detail

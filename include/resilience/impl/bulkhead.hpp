@@ -185,7 +185,7 @@ boost::asio::awaitable<bulkhead_admission, Executor> bulkhead_queue(bulkhead_cor
 }
 
 template <class T, class Executor, class Op, class Clock>
-boost::asio::awaitable<T, Executor> bulkhead_call(Op op, bulkhead_core* core, const Clock* clock, context ctx) {
+boost::asio::awaitable<T, Executor> stage_call(Op op, bulkhead_core* core, const Clock* clock, context ctx) {
   bulkhead_permit permit;
   if (core->try_acquire()) {
     permit = adopt_slot(*core);

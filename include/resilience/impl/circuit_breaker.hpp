@@ -6,52 +6,49 @@
 namespace resilience {
 namespace detail {
 
-template <class T, class Executor, class Op, class Classifier>
-boost::asio::awaitable<T, Executor> breaker_call(Op op, breaker_core* core, Classifier classify, context ctx) {
-  breaker_permit permit = admit(*core, &ctx);
-  if (!permit) {
-    // Throwing off for the turn (see yield_after_refusal).
-    const bool throws = co_await boost::asio::this_coro::throw_if_cancelled();
-    co_await boost::asio::this_coro::throw_if_cancelled(false);
-    co_await yield_after_refusal<Executor>(throws);
+// A call through the breaker, judged by `classify`: the permit goes back on
+// every path, recorded, or released by its destructor if the classifier
+// throws or the frame is destroyed without resuming.
+template <class Classifier>
+struct breaker_gate {
+  breaker_core* core;
+  [[no_unique_address]] Classifier classify;
+  breaker_permit permit;
+
+  static constexpr bool shortcut = judges_successes_as<Classifier, false>;
+
+  bool admit(const context& ctx) {
+    permit = detail::admit(*core, &ctx);
+    return static_cast<bool>(permit);
+  }
+  template <class T>
+  T refusal() const {
     if constexpr (!std::is_void_v<T> && outcome_traits<T>::has_error_channel) {
-      co_return outcome_traits<T>::from_error(error::circuit_open);
+      return outcome_traits<T>::from_error(error::circuit_open);
     } else {
       throw circuit_open_error(permit.retry_after());
     }
   }
-  // From here the permit goes back on every path: recorded below, or
-  // released by its destructor if the classifier throws or the frame is
-  // destroyed without resuming.
-  std::optional<outcome<T>> result;
-  try {
-    if constexpr (std::is_void_v<T>) {
-      co_await invoke_op(op, ctx);
-      if constexpr (judges_successes_as<Classifier, false>) {
-        permit.record(false, ctx);
-        co_return;
-      }
-      result.emplace(outcome<T>::from_value({}));
+  void succeeded(const context& ctx) { permit.record(false, ctx); }
+  template <class T>
+  void settle(const outcome<T>& o, const context& ctx) {
+    if (o.cancelled()) {
+      permit.release();
     } else {
-      T value = co_await invoke_op(op, ctx);
-      if constexpr (judges_successes_as<Classifier, false>) {
-        if (!outcome_traits<T>::error(value).failed()) {
-          permit.record(false, ctx);
-          co_return value;
-        }
-      }
-      result.emplace(std::in_place, std::move(value));
+      permit.record(detail::classify(classify, o, ctx), ctx);
     }
-  } catch (...) {
-    result.emplace(outcome<T>::from_current_exception());
   }
-  if (result->cancelled()) {
-    permit.release();
-  } else {
-    const bool failed = detail::classify(classify, *result, ctx);
-    permit.record(failed, ctx);
-  }
-  co_return std::move(*result).get();
+};
+
+template <class T, class Executor, class Op, class Classifier>
+boost::asio::awaitable<T, Executor> breaker_call(Op op, breaker_core* core, Classifier classify, const context& ctx) {
+  return gated_call<T, Executor>(std::move(op), breaker_gate<Classifier>{core, std::move(classify), {}}, ctx);
+}
+
+// The breaker used as a stage: its default classifier.
+template <class T, class Executor, class Op, class Clock>
+boost::asio::awaitable<T, Executor> stage_call(Op op, breaker_core* core, const Clock*, const context& ctx) {
+  return breaker_call<T, Executor>(std::move(op), core, breaker_any_failure{}, ctx);
 }
 
 }  // namespace detail

@@ -46,8 +46,7 @@ boost::asio::awaitable<std::optional<rate_limit_turn>, Executor> rate_limit_queu
 }
 
 template <class T, class Executor, class Op, class Clock>
-boost::asio::awaitable<T, Executor> rate_limited_call(Op op, rate_limiter_core* core, const Clock* clock,
-                                                      context ctx) {
+boost::asio::awaitable<T, Executor> stage_call(Op op, rate_limiter_core* core, const Clock* clock, context ctx) {
   if (!core->try_acquire(clock->now())) {
     // Without a wait, rejected without a frame for the queue: nothing would wait in it.
     rate_limit_turn turn{rate_limit_turn::kind::rejected, {}, rate_limit_reject_reason::no_permit,

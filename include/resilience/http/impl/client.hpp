@@ -7,55 +7,48 @@
 
 namespace resilience::http {
 
-namespace detail {
-
-// Whether a message has a field: a walk of its fields comparing their enums
-// (find() compares names in a tree, about ten times the work for a few fields).
-template <class Fields>
-bool holds(const Fields& fields, boost::beast::http::field name) noexcept {
-  for (const auto& f : fields)
-    if (f.name() == name) return true;
-  return false;
+template <resilience::clock Clock>
+client_options basic_client<Clock>::checked(client_options o) {
+  if (o.attempt_timeout() > o.total_timeout())
+    throw std::invalid_argument(
+        "http::client_options::attempt_timeout: must not be longer than total_timeout (it could never fire)");
+  if ((o.deadline_header() || o.deadline_margin_given()) && o.deadline_margin() >= o.attempt_timeout())
+    throw std::invalid_argument(
+        "http::client_options::deadline_margin: must be shorter than attempt_timeout (every attempt would tell "
+        "the server it has no time left)");
+  return o;
 }
 
-// Whether an exchange on a kept-alive connection failed as one the server
-// had closed fails: the write refused, or the read ended (end of stream, a
-// reset, a TLS stream cut short) before a byte of a response.
-bool closed_before_answering(const boost::system::error_code& ec, bool got_some) noexcept;
-
-// A body read from a file as it is written (Beast's file_body): its writer
-// starts at the file's position, so a retry must put it back.
-template <class V>
-concept file_backed_body = requires(V& v, boost::system::error_code& ec) {
-  { v.file().pos(ec) } -> std::convertible_to<std::uint64_t>;
-  v.file().seek(std::uint64_t{}, ec);
-};
-template <class V>
-std::uint64_t body_position(V& v) noexcept {
-  if constexpr (file_backed_body<V>) {
-    boost::system::error_code ec;
-    const std::uint64_t at = v.file().pos(ec);
-    return ec ? 0 : at;
-  } else {
-    return 0;
-  }
-}
-template <class V>
-void rewind_body(V& v, [[maybe_unused]] std::uint64_t to) noexcept {
-  if constexpr (file_backed_body<V>) {
-    boost::system::error_code ignored;  // a file that cannot seek fails the next write instead
-    v.file().seek(to, ignored);
-  }
+template <resilience::clock Clock>
+template <class Request>
+void basic_client<Clock>::checked(const endpoint& to, const Request& req) {
+  to.validate();
+  if (req.method() == boost::beast::http::verb::connect)
+    throw std::invalid_argument("http::client::request: CONNECT is not supported (it opens a tunnel)");
 }
 
-}  // namespace detail
+template <resilience::clock Clock>
+auto basic_client<Clock>::budget_for(const std::string& key, time_point now) -> std::shared_ptr<host_budget> {
+  return budgets_->for_key(key, now, [this] {
+    return std::visit(
+        [this](const auto& settings) -> std::shared_ptr<host_budget> {
+          if constexpr (std::is_same_v<std::remove_cvref_t<decltype(settings)>, std::monostate>) {
+            return nullptr;
+          } else {
+            return std::make_shared<host_budget>(options_, retry_, clock_, settings);
+          }
+        },
+        options_.budget_per_host());
+  });
+}
+
 
 template <resilience::clock Clock>
 template <class ResBody, class Held>
 boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> basic_client<Clock>::call(
     endpoint to, Held held, context parent, request_options options) {
   namespace bhttp = boost::beast::http;
-  auto& req = request_of(held);
+  auto& req = http::detail::request_of(held);
   if (!http::detail::holds(req, bhttp::field::host)) req.set(bhttp::field::host, to.authority());
   req.prepare_payload();
   // The caller's context goes on (its deadline, its sink, a deadline an
@@ -364,74 +357,6 @@ boost::asio::awaitable<error_code> basic_client<Clock>::refuse(error_code why, b
   co_return why;
 }
 
-template <resilience::clock Clock>
-boost::asio::awaitable<error_code> basic_client<Clock>::wait_out_holds(const std::string& key, const context& ctx,
-                                                                         tally& counts) {
-  // A later 429 may extend the hold during the wait: looked at again after it.
-  while (const detail::host_hold hold = holds_.find(key, clock_.now())) {
-    if (const error_code held = co_await wait_for_host(key, hold, ctx.deadline, ctx, counts)) co_return held;
-  }
-  co_return error_code{};
-}
-
-template <resilience::clock Clock>
-boost::asio::awaitable<error_code> basic_client<Clock>::wait_for_host(const std::string& key, detail::host_hold hold,
-                                                                        time_point limit, const context& ctx,
-                                                                        tally& counts) {
-  namespace asio = boost::asio;
-  const time_point now = clock_.now();
-  if (now >= ctx.deadline) co_return error_code(error::deadline_exceeded);
-  const duration rest = hold.until - now;
-  const bool bounded = limit != time_point::max();
-  // As a retry gives up on a Retry-After it cannot wait out (a wait that
-  // ends at the deadline itself leaves the attempt no time).
-  if (rest > options_.retry_after().max_retry_after() || (bounded && rest >= limit - now)) {
-    event e{event_kind::host_held};
-    e.outcome = call_outcome::error;
-    e.attempt = ctx.attempt;
-    e.error = error::rate_limited;
-    e.delay = rest;
-    e.host = key;
-    const bool throws = co_await asio::this_coro::throw_if_cancelled();
-    co_await asio::this_coro::throw_if_cancelled(false);
-    ctx.report(e);
-    co_return co_await refuse(error::rate_limited, throws);
-  }
-  duration wait = rest;
-  if (options_.retry_after().is_jittered()) {
-    // Spread over up to the hold's own length past its end, so that the
-    // calls it held do not all come back at once (the backoff's first delay
-    // would be too narrow for a busy client's many calls), within half the
-    // time the call has left after the hold.
-    auto spread = duration(static_cast<duration::rep>(retry_.random().next_unit() *
-                                                       static_cast<double>(hold.length.count())));
-    if (bounded) spread = std::min(spread, (limit - now - rest) / 2);
-    wait += spread;
-  }
-  auto timer = clock_.make_timer(co_await asio::this_coro::executor);
-  timer.expires_after(wait);
-  co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-  const duration waited = clock_.now() - now;
-  counts.held += waited;
-  const auto caller = co_await asio::this_coro::cancellation_state;
-  if (caller.cancelled() != asio::cancellation_type::none) co_return error_code(asio::error::operation_aborted);
-  event e{event_kind::host_held};
-  e.attempt = ctx.attempt;
-  e.delay = waited;
-  e.host = key;
-  ctx.report(e);
-  co_return error_code{};
-}
-
-template <resilience::clock Clock>
-template <class T>
-void basic_client<Clock>::note_hold(const std::string& key, const outcome<T>& o) {
-  const auto* r = http::detail::response_of(o);
-  if (!r || (r->result_int() != 429 && r->result_int() != 503)) return;
-  if (const auto asked = options_.retry_after().requested(*r); asked && *asked > duration::zero()) {
-    const time_point now = clock_.now();
-    holds_.hold(key, std::min(*asked, options_.max_host_hold()), now);
-  }
-}
-
 }  // namespace resilience::http
+
+#include <resilience/http/impl/client_holds.hpp>
