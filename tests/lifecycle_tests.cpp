@@ -18,6 +18,7 @@
 #include <resilience/pipeline.hpp>
 #include <resilience/rate_limiter.hpp>
 #include <resilience/retry.hpp>
+#include <resilience/retry_budget.hpp>
 #include <resilience/timeout.hpp>
 #include <resilience/testing/manual_clock.hpp>
 
@@ -400,6 +401,43 @@ BOOST_AUTO_TEST_CASE(on_timeout_throwing_becomes_the_outcome) {
   BOOST_CHECK_NO_THROW(clock.run(io));
   BOOST_TEST(done.times == 1);
   BOOST_CHECK_THROW(resilience::test::rethrow(done), std::runtime_error);
+}
+
+BOOST_AUTO_TEST_CASE(on_deadline_throwing_becomes_the_outcome) {
+  completion<error_code> done;
+  int finished = 0;
+  const auto d = resilience::basic_deadline_stage<manual_clock>(50ms, clock).on_deadline(
+      [](const auto&) { throw std::runtime_error("hook failed"); });
+  spawn(io,
+        d([this, &finished]() -> asio::awaitable<error_code> {
+          auto timer = clock.make_timer(co_await asio::this_coro::executor);
+          timer.expires_after(1s);
+          auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+          ++finished;
+          co_return ec;
+        }),
+        done);
+  BOOST_CHECK_NO_THROW(clock.run(io));
+  BOOST_TEST(done.times == 1);
+  BOOST_CHECK_EXCEPTION(resilience::test::rethrow(done), std::runtime_error,
+                        [](const auto& e) { return std::string(e.what()) == "hook failed"; });
+  BOOST_TEST(finished == 1, "the op was not awaited");
+  BOOST_TEST((clock.now() == resilience::time_point{} + 50ms));
+}
+
+BOOST_AUTO_TEST_CASE(on_budget_refused_throwing_becomes_the_outcome) {
+  // Two tokens, retries only above one: the first failure spends the budget.
+  resilience::retry_token_budget budget{2, 0.1};
+  completion<error_code> done;
+  const auto p = policy().budget(budget).on_budget_refused(
+      [](const resilience::budget_refusal&) { throw std::runtime_error("hook failed"); });
+  spawn(io, co_retry(failing_op(), p), done);
+  BOOST_CHECK_NO_THROW(clock.run(io));
+  BOOST_TEST(done.times == 1);
+  BOOST_CHECK_EXCEPTION(resilience::test::rethrow(done), std::runtime_error,
+                        [](const auto& e) { return std::string(e.what()) == "hook failed"; });
+  BOOST_TEST(calls == 1, "retried after the hook threw");
+  BOOST_TEST(budget.refusals() == 1u);
 }
 
 namespace {
