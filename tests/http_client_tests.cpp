@@ -244,6 +244,59 @@ BOOST_AUTO_TEST_CASE(breaker_limits_bound_the_breakers_kept_per_endpoint) {
   BOOST_TEST(static_cast<bool>(c.breakers().find(b.at().key())));
 }
 
+// jitter_retry_after: the backoff's jittered delay on top of a Retry-After
+// (the default), or the Retry-After exactly.
+BOOST_AUTO_TEST_CASE(jitter_retry_after_adds_the_jittered_backoff_or_waits_the_retry_after_exactly) {
+  for (const bool jittered : {true, false}) {
+    asio::io_context io;
+    manual_clock clock;
+    server srv(io);
+    srv.script = [](int n) { return n == 1 ? step{step::respond, 503, {{"Retry-After", "3"}}} : step{}; };
+    std::vector<resilience::duration> delays;
+    auto options = quick()
+                       .backoff(resilience::backoff::constant(1s).with_jitter(resilience::jitter::full))
+                       .on_retry([&](const rhttp::client_retry_event& e) { delays.push_back(e.delay); });
+    if (!jittered) options = options.jitter_retry_after(false);
+    client_t c(options, clock);
+    completion<result_t> done;
+    spawn(io, call(c, srv.at(), get()), done);
+    BOOST_REQUIRE(run_until(io, [&] { return delays.size() == 1 && clock.pending() == 1; }));
+    if (jittered) {
+      BOOST_TEST((delays[0] >= 3s && delays[0] <= 4s), "not the Retry-After and at most the backoff more");
+    } else {
+      BOOST_TEST((delays[0] == 3s), "the backoff was added");
+    }
+    BOOST_TEST((*clock.next_expiry() - clock.now() == delays[0]));
+    clock.advance(delays[0]);
+    BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+    BOOST_TEST(status_of(done) == 200u);
+  }
+}
+
+// total_timeout bounds the whole call, retries included: the second
+// attempt's bound is what is left of it, not its own 2 s, and the call ends
+// with deadline_exceeded.
+BOOST_AUTO_TEST_CASE(total_timeout_ends_the_call_across_its_attempts) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int) { return step{step::hang}; };
+  client_t c(quick().total_timeout(3s).attempt_timeout(2s), clock);
+  const auto start = clock.now();
+  completion<result_t> done;
+  spawn(io, call(c, srv.at(), get()), done);
+  BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 1 && clock.pending() == 1; }));
+  BOOST_TEST((*clock.next_expiry() == start + 2s));
+  clock.advance(2s);  // the first attempt's bound
+  BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 2 && clock.pending() == 1; }));
+  BOOST_TEST((*clock.next_expiry() == start + 3s), "the second attempt is not bounded by the total");
+  clock.advance(1s);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST((error_of(done) == resilience::error::deadline_exceeded));
+  BOOST_TEST(srv.requests == 2);
+  BOOST_TEST(clock.pending() == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(does_not_retry_a_post_without_idempotency_key_once_sent) {
   asio::io_context io;
   manual_clock clock;

@@ -248,6 +248,33 @@ BOOST_AUTO_TEST_CASE(leases_make_one_round_trip_per_many_calls) {
   BOOST_TEST(s.leased <= 1050u);
 }
 
+// Leased permits are spent locally for lease_lifetime() from their grant
+// (on the limiter's clock), and not after: then a call asks Redis again.
+BOOST_AUTO_TEST_CASE(a_lease_is_spent_for_its_lifetime_and_not_after) {
+  redis_server server;
+  asio::io_context io;
+  resilience::testing::manual_clock clock;
+  test_clock_limiter limiter{
+      io.get_executor(), server.connection(),
+      redis::fleet_limiter_options{}.key("lifetime").token_bucket(1000, 1s, 1000).max_lease(50).lease_lifetime(10s)
+          .clock_from(local_time),
+      clock};
+  const auto in_hand = [&] { return limiter.stats().leased - limiter.stats().admitted; };
+  // Leases start small and grow: call until one leaves permits in hand.
+  for (int i = 0; i < 10 && in_hand() == 0; ++i) BOOST_REQUIRE(!call(io, limiter));
+  BOOST_REQUIRE(in_hand() > 0u);
+  const auto trips = limiter.stats().round_trips;
+  clock.advance(4s);  // past the default lifetime (100 ms), within this one
+  BOOST_TEST(!call(io, limiter));
+  BOOST_TEST(limiter.stats().round_trips == trips, "a permit in hand was not spent within its lifetime");
+  for (int i = 0; i < 10 && in_hand() == 0; ++i) BOOST_REQUIRE(!call(io, limiter));
+  BOOST_REQUIRE(in_hand() > 0u);
+  const auto before_expiry = limiter.stats().round_trips;
+  clock.advance(10s);
+  BOOST_TEST(!call(io, limiter));
+  BOOST_TEST(limiter.stats().round_trips == before_expiry + 1, "a permit was spent after its lifetime");
+}
+
 BOOST_AUTO_TEST_CASE(redis_killed_falls_back_to_the_local_share_and_comes_back_when_it_returns) {
   redis_server server;
   asio::io_context io;
