@@ -50,12 +50,15 @@ using resilience::test::live;
 using resilience::test::sleep_an_hour;
 
 // resilience::test::destroy_context_mid_calls, with `ops_started` ops
-// started and `ops_alive` op frames alive when the context goes.
-template <class Make>
-void destroy_context_with_calls_suspended(Make make, int calls, int ops_started, int ops_alive) {
+// started and `ops_alive` op frames alive when the context goes, and
+// whatever else `suspended()` checks then.
+template <class Make, class Suspended = void (*)()>
+void destroy_context_with_calls_suspended(Make make, int calls, int ops_started, int ops_alive,
+                                          Suspended suspended = [] {}) {
   resilience::test::destroy_context_mid_calls(calls, make, [&](int started) {
     BOOST_REQUIRE_EQUAL(started, ops_started);
     BOOST_REQUIRE_EQUAL(live::ops, ops_alive);
+    suspended();
   });
 }
 
@@ -78,8 +81,9 @@ struct half_open_breaker {
 //   start, how many ops they have started by the time they are all
 //   suspended, and how many of those are still running (the other calls
 //   wait in the stage: in a queue, a backoff, an injected latency);
-// - check_given_back(): what the stage must have back once the calls are
-//   gone (permits, counts); most have nothing to give back.
+// - check_suspended(), check_given_back(): what the stage holds while the
+//   calls are suspended, and must have back once they are gone (permits,
+//   counts); most hold nothing of the kind.
 namespace stage_rows {
 
 template <int Calls, int OpsStarted = Calls, int OpsAlive = OpsStarted>
@@ -87,6 +91,7 @@ struct suspended {
   static constexpr int calls = Calls;
   static constexpr int ops_started = OpsStarted;
   static constexpr int ops_alive = OpsAlive;
+  void check_suspended() const {}
   void check_given_back() const {}
 };
 
@@ -173,6 +178,10 @@ struct an_any_pipeline : suspended<10000> {
 struct a_bulkhead : suspended<10000, 100> {
   resilience::bulkhead bulkhead{resilience::bulkhead_options{}.max_concurrent(100).max_queue(20000)};
   auto start(int* s) const { return sleep_through(bulkhead, s); }
+  void check_suspended() const {
+    BOOST_REQUIRE_EQUAL(bulkhead.in_flight(), 100u);
+    BOOST_REQUIRE_EQUAL(bulkhead.queued(), 9900u);
+  }
   void check_given_back() const {
     BOOST_TEST(bulkhead.in_flight() == 0u, "a permit was not returned");
     BOOST_TEST(bulkhead.queued() == 0u, "a waiter was left in the queue");
@@ -184,6 +193,7 @@ struct a_rate_limiter : suspended<500, 3> {
   resilience::rate_limiter limiter{
       resilience::rate_limiter_options{}.sliding_window(3, 1h, 4).max_wait(resilience::duration::max())};
   auto start(int* s) const { return sleep_through(limiter, s); }
+  void check_suspended() const { BOOST_REQUIRE_EQUAL(limiter.queued(), 497u); }
   void check_given_back() const { BOOST_TEST(limiter.queued() == 0u, "a waiter was left in the queue"); }
 };
 
@@ -245,7 +255,7 @@ BOOST_AUTO_TEST_SUITE(context_destroyed_mid_call)
 BOOST_AUTO_TEST_CASE_TEMPLATE(frees_every_call_and_gives_back_what_it_held, Row, stages_to_suspend_in) {
   const auto row = std::make_unique<const Row>();
   destroy_context_with_calls_suspended([&](int* s) { return row->start(s); }, Row::calls, Row::ops_started,
-                                       Row::ops_alive);
+                                       Row::ops_alive, [&] { row->check_suspended(); });
   row->check_given_back();
 }
 
