@@ -283,6 +283,19 @@ int main(int argc, char** argv) {
                std::chrono::duration<double>(r.done_after).count());
     results.push_back(std::move(r));
   }
-  std::ofstream(svg_path) << svg_chart(s, results, real_time ? "time" : "virtual time");
+  std::ofstream chart(svg_path);
+  chart << svg_chart(s, results, real_time ? "time" : "virtual time");
+  chart.close();
+  if (!chart) {
+    fmt::print(stderr, "retry_storm: could not write {}\n", svg_path);
+    return 1;
+  }
   fmt::print("\nchart of service load over time: {}\n", svg_path);
+  // Every job ends once, a success or a failure, whatever the strategy.
+  const long jobs = static_cast<long>(s.workers) * s.jobs_per_worker;
+  const bool every_job_ended = std::all_of(results.begin(), results.end(),
+                                           [&](const result& r) { return r.successes + r.failures == jobs; });
+  fmt::print("check: the {} jobs of each strategy ended once each: {}\n", jobs,
+             every_job_ended ? "yes" : "MISMATCH");
+  return every_job_ended ? 0 : 1;
 }

@@ -1,7 +1,8 @@
 // Adaptive client-side throttling: the rejection probability against the
 // formula, the sliding window on virtual time, recovery, k, seeded draws, the
-// stage in a pipeline with retry, cancellation and a destroyed execution
-// context, and exact counts recorded from several threads.
+// stage in a pipeline with retry and cancellation (a destroyed execution
+// context: lifecycle_tests.cpp), and exact counts recorded from several
+// threads.
 #include "support.hpp"
 
 #include <resilience/adaptive_throttle.hpp>
@@ -447,27 +448,6 @@ BOOST_AUTO_TEST_CASE(a_cancelled_call_that_throws_operation_aborted_counts_for_n
   BOOST_CHECK_EXCEPTION(resilience::test::rethrow(done), boost::system::system_error,
                         [](const auto& e) { return e.code() == aborted; });
   BOOST_TEST(t.counts().requests == 0u);
-}
-
-BOOST_AUTO_TEST_CASE(destroying_the_context_mid_call_frees_every_frame) {
-  using resilience::test::live;
-  throttle t(options(), clock);
-  int started = 0;
-  int completed = 0;
-  {
-    asio::io_context local;
-    for (int i = 0; i < 500; ++i) {
-      asio::co_spawn(local, t([&started] { return resilience::test::sleep_an_hour(&started); }),
-                     [&completed, guard = live(live::handlers)](std::exception_ptr, auto&&...) { ++completed; });
-    }
-    while (local.poll() != 0) {
-    }
-    BOOST_REQUIRE_EQUAL(started, 500);
-  }
-  BOOST_TEST(completed == 0);
-  BOOST_TEST(live::ops == 0, "op frames left after the context was destroyed");
-  BOOST_TEST(live::handlers == 0, "completion handlers left after the context was destroyed");
-  BOOST_TEST(t.counts().requests == 0u, "a call that never ended was counted");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,6 +1,7 @@
 // The bulkhead: admission up to N at once, a bounded FIFO queue, leaving the
-// queue on max_wait or cancellation, permits returned on every path
-// (including an execution context destroyed mid-call), options, and a
+// queue on max_wait or cancellation (a cancelled waiter: queue_tests.cpp),
+// permits returned on every path (including an execution context destroyed
+// mid-call; the plain case in lifecycle_tests.cpp), options, and a
 // multi-threaded run that checks only invariants.
 #include "support.hpp"
 
@@ -34,9 +35,7 @@ using resilience::bulkhead_options;
 using resilience::bulkhead_reject_reason;
 using resilience::duration;
 using resilience::testing::manual_clock;
-using resilience::test::cancel_then_call;
 using resilience::test::completion;
-using resilience::test::counting;
 using resilience::test::names;
 using resilience::test::spawn;
 
@@ -273,62 +272,6 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_FIXTURE_TEST_SUITE(bulkhead_cancellation, bulkhead_fixture)
 
-BOOST_AUTO_TEST_CASE(a_cancelled_waiter_leaves_the_queue_at_once) {
-  bulkhead b(options(1, 5).max_wait(1h), clock);
-  auto held = b.try_acquire();
-  std::vector<completion<error_code>> done(2);
-  asio::cancellation_signal first;
-  spawn(io, b(op(0)), done[0], &first);
-  spawn(io, b(op(1)), done[1]);
-  poll();
-  BOOST_REQUIRE(b.queued() == 2u);
-  // Emitted on the io_context's thread, where the cancellation reaches the
-  // waiter inline: it must be out of the queue when emit() returns.
-  std::uint32_t queued_after_emit = 99;
-  asio::post(io, [&] {
-    first.emit(asio::cancellation_type::terminal);
-    queued_after_emit = b.queued();
-  });
-  poll();
-  BOOST_TEST(queued_after_emit == 1u, "still queued after its cancellation");
-  BOOST_TEST(done[0].times == 1);
-  BOOST_TEST((done[0].value == aborted));
-  held.release();
-  clock.run(io);
-  BOOST_TEST(admitted == (std::vector<int>{1}), "the slot went to the cancelled waiter");
-  BOOST_TEST((done[1].value == error_code{}));
-  BOOST_TEST(b.in_flight() == 0u);
-  BOOST_TEST(rejections.empty());
-  BOOST_TEST(clock.pending() == 0u, "the cancelled waiter's max_wait timer is still armed");
-}
-
-BOOST_AUTO_TEST_CASE(a_cancelled_waiter_with_a_plain_result_gets_operation_aborted_thrown) {
-  bulkhead b(options(1, 5), clock);
-  auto held = b.try_acquire();
-  completion<int> done;
-  asio::cancellation_signal signal;
-  spawn(io, b([]() -> asio::awaitable<int> { co_return 1; }), done, &signal);
-  poll();
-  signal.emit(asio::cancellation_type::terminal);
-  poll();
-  BOOST_CHECK_EXCEPTION(resilience::test::rethrow(done), boost::system::system_error,
-                        [](const auto& e) { return e.code() == aborted; });
-  BOOST_TEST(b.queued() == 0u);
-}
-
-BOOST_AUTO_TEST_CASE(a_call_cancelled_before_it_queues_does_not_queue) {
-  bulkhead b(options(1, 5), clock);
-  auto held = b.try_acquire();
-  completion<error_code> done;
-  asio::cancellation_signal signal;
-  int calls = 0;
-  spawn(io, cancel_then_call(b, signal, counting(calls)), done, &signal);
-  poll();
-  BOOST_TEST((done.value == aborted));
-  BOOST_TEST(calls == 0);
-  BOOST_TEST(b.queued() == 0u);
-}
-
 BOOST_AUTO_TEST_CASE(a_call_cancelled_while_its_op_runs_gives_its_slot_to_the_next) {
   bulkhead b(options(1, 5), clock);
   std::vector<completion<error_code>> done(2);
@@ -480,11 +423,6 @@ void destroy_context_mid_call(const Bulkhead& b, int calls, std::uint32_t runnin
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(bulkhead_context_destroyed_mid_call)
-
-BOOST_AUTO_TEST_CASE(with_10k_calls_running_and_queued) {
-  const resilience::bulkhead b(bulkhead_options{}.max_concurrent(100).max_queue(20000));
-  destroy_context_mid_call(b, 10000, 100);
-}
 
 BOOST_AUTO_TEST_CASE(with_waiters_on_max_wait_timers) {
   manual_clock clock;

@@ -343,8 +343,10 @@ BOOST_AUTO_TEST_CASE(a_retry_after_holds_the_hosts_next_calls_until_then) {
   BOOST_TEST(status_of(elsewhere) == 200u);
   BOOST_TEST((clock.next_expiry() == clock.now() + 4s), "the rest of the 5 s, no more (no spread here)");
   clock.advance(4s - 1ms);
-  run_until(io, [] { return false; }, 20);
+  run_ready(io);
   BOOST_TEST(srv.requests == 1, "nothing sent before the Retry-After");
+  BOOST_TEST(!held.done());
+  BOOST_TEST((clock.next_expiry() == clock.now() + 1ms), "the held call no longer waits for the hold's end");
   clock.advance(1ms);
   BOOST_REQUIRE(run_until(io, [&] { return held.done(); }));
   BOOST_TEST(status_of(held) == 200u);
@@ -456,12 +458,14 @@ BOOST_AUTO_TEST_CASE(a_call_waiting_for_a_connection_when_the_429_comes_is_held_
     spawn(io, call(c, srv.at(), get()), first);
     BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 1; }));
     spawn(io, call(c, srv.at(), get()), waiting);
-    run_until(io, [] { return false; }, 20);  // it waits for the one connection
-    srv.open_gate();                           // the 429 comes; the connection is free
+    run_ready(io);
+    BOOST_TEST(!waiting.done());
+    BOOST_TEST(c.pool().open_connections(srv.at()) == 1u, "it did not wait for the one connection");
+    srv.open_gate();  // the 429 comes; the connection is free
     BOOST_REQUIRE(run_until(io, [&] { return first.done(); }));
     BOOST_TEST(status_of(first) == 429u);
     if (can_wait) {
-      run_until(io, [] { return false; }, 20);
+      run_ready(io);
       BOOST_TEST(srv.requests == 1, "not sent on the connection the 429 freed");
       BOOST_TEST(!waiting.done());
       BOOST_TEST((clock.next_expiry() == clock.now() + 5s), "the hold, outside the attempt's 10 s");
@@ -599,8 +603,9 @@ BOOST_AUTO_TEST_CASE(frees_every_frame_when_the_io_context_is_destroyed_mid_call
   spawn(*io, call(c, srv->at(), get()), b);
   BOOST_REQUIRE(run_until(*io, [&] { return srv->requests == 2; }));
   spawn(*io, call(c, srv->at(), get()), queued);  // waits for a connection
-  run_until(*io, [&] { return false; }, 20);
+  run_ready(*io);
   BOOST_TEST(live::ops == 3);
+  BOOST_TEST(c.pool().open_connections(srv->at()) == 2u);
   const auto at = srv->at();
   srv.reset();
   io.reset();
@@ -609,6 +614,67 @@ BOOST_AUTO_TEST_CASE(frees_every_frame_when_the_io_context_is_destroyed_mid_call
   BOOST_TEST(!queued.done());
   BOOST_TEST(c.pool().open_connections(at) == 0u);  // every place given back
   BOOST_TEST(clock.pending() == 0u);
+}
+
+// The client's hooks must not throw (client.md). One that does ends its
+// call: the exception reaches the caller in place of the result, and the
+// call holds nothing after it (no connection in use, no pending timer); the
+// client serves the next call on the same connection.
+struct hook_thrown_at {
+  bool throwing = true;
+  void operator()() const {
+    if (throwing) throw std::runtime_error("hook failed");
+  }
+};
+
+void ends_with_the_hooks_exception_and_holds_nothing(asio::io_context& io, manual_clock& clock, server& srv,
+                                                     client_t& c, hook_thrown_at& hook, int requests) {
+  completion<result_t> done;
+  spawn(io, call(c, srv.at(), get()), done);
+  BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+  BOOST_TEST(done.times == 1);
+  BOOST_CHECK_EXCEPTION(resilience::test::rethrow(done), std::runtime_error,
+                        [](const auto& e) { return std::string(e.what()) == "hook failed"; });
+  BOOST_TEST(srv.requests == requests, "retried after the hook threw");
+  BOOST_TEST(c.pool().open_connections(srv.at()) == c.pool().idle_connections(srv.at()), "a connection still in use");
+  BOOST_TEST(clock.pending() == 0u);
+  hook.throwing = false;
+  completion<result_t> next;
+  spawn(io, call(c, srv.at(), get()), next);
+  BOOST_REQUIRE(run_until(io, [&] { return next.done(); }));
+  BOOST_TEST(status_of(next) == 200u);
+  BOOST_TEST(srv.accepted == 1);
+}
+
+BOOST_AUTO_TEST_CASE(an_on_retry_that_throws_ends_the_call_with_its_exception) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::respond, 503} : step{}; };
+  hook_thrown_at hook;
+  client_t c(quick().on_retry([&](const rhttp::client_retry_event&) { hook(); }), clock);
+  ends_with_the_hooks_exception_and_holds_nothing(io, clock, srv, c, hook, 1);
+}
+
+BOOST_AUTO_TEST_CASE(an_on_call_finished_that_throws_ends_the_call_with_its_exception) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  hook_thrown_at hook;
+  client_t c(quick().on_call_finished([&](const rhttp::client_call_event&) { hook(); }), clock);
+  ends_with_the_hooks_exception_and_holds_nothing(io, clock, srv, c, hook, 1);
+}
+
+BOOST_AUTO_TEST_CASE(an_on_budget_refused_that_throws_ends_the_call_with_its_exception) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::respond, 503} : step{}; };
+  // Two tokens, retries only above one: the first failure spends the budget.
+  resilience::retry_token_budget budget{2, 0.1};
+  hook_thrown_at hook;
+  client_t c(quick().budget(budget).on_budget_refused([&](const resilience::budget_refusal&) { hook(); }), clock);
+  ends_with_the_hooks_exception_and_holds_nothing(io, clock, srv, c, hook, 1);
 }
 
 // Interim responses (103 Early Hints, 100 Continue) precede the final one:

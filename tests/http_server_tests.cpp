@@ -2,9 +2,11 @@
 // cancelled), shedding (503 + Retry-After), slow clients dropped per phase,
 // size limits (431, 413), keep-alive, drain (in-flight requests finish, new
 // connections refused, cancellation after the grace), frames freed when the
-// io_context is destroyed, options. Real sockets on 127.0.0.1, every timer of
-// the server on a manual_clock: the tests move virtual time and wait only
-// for conditions (with an iteration cap), never for a duration.
+// io_context is destroyed, options, hooks (and hooks that throw). Real
+// sockets on 127.0.0.1, every timer of the server on a manual_clock: the
+// tests move virtual time and wait only for conditions (with an iteration
+// cap), never for a duration; what must not happen is checked once every
+// ready handler has run (run_ready), against the server's own counts.
 #include "support.hpp"
 
 #include <resilience/error.hpp>
@@ -29,6 +31,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace std::chrono_literals;
@@ -150,12 +153,16 @@ struct server_fixture {
     }
     return false;
   }
-  // Lets every ready handler and socket event run (for "nothing more happens").
-  void settle() {
-    for (int i = 0; i < 50; ++i) {
+  // Runs every handler that is ready, socket events already in included,
+  // until none is: the server has done all that the time on its clock and
+  // the bytes sent so far let it do. What has not happened by then (a
+  // response, a drop, the end of run()) is checked against the server's own
+  // counts and the clock's armed timers, which the server updates in those
+  // handlers, not against a span of real time.
+  void run_ready() {
+    do {
       if (io->stopped()) io->restart();
-      io->run_for(std::chrono::milliseconds(1));
-    }
+    } while (io->poll() != 0);
   }
 
   // Moves virtual time; what falls due runs once the io_context runs.
@@ -240,6 +247,23 @@ std::string raw_get(const std::string& target, const std::string& extra = {}) {
   return "GET " + target + " HTTP/1.1\r\nHost: test\r\n" + extra + "\r\n";
 }
 
+// A GET on a new connection is answered 200: the server goes on serving.
+bool serves_a_new_connection(server_fixture& f) {
+  client fresh(f);
+  fresh.send(raw_get("/hello"));
+  fresh.read(f);
+  return f.drive([&] { return fresh.reads == 1; }) && fresh.responses.size() == 1u &&
+         fresh.responses[0].result_int() == 200u;
+}
+
+// A hook for the tests of hooks that throw: throws the first time only.
+struct throws_once {
+  bool thrown = false;
+  void operator()() {
+    if (!std::exchange(thrown, true)) throw std::runtime_error("hook failed");
+  }
+};
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_SUITE(http_server, server_fixture)
@@ -288,8 +312,12 @@ BOOST_AUTO_TEST_CASE(a_passed_deadline_answers_504_and_cancels_the_downstream_wa
   BOOST_TEST(live::ops == 1);
 
   advance(99ms);
-  settle();
+  run_ready();
   BOOST_TEST(c.reads == 0, "answered before the deadline");
+  BOOST_TEST(deadlines_exceeded.empty());
+  BOOST_TEST(finished.empty());
+  BOOST_TEST(live::ops == 1, "the handler no longer waits downstream");
+  BOOST_TEST((clock.next_expiry() == sent_at + 100ms), "the deadline is no longer armed");
 
   advance(1ms);
   BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
@@ -362,7 +390,9 @@ BOOST_AUTO_TEST_CASE(a_handler_done_before_its_deadline_answers_normally) {
   BOOST_REQUIRE(drive([&] { return calls == 1; }));
   BOOST_TEST((handler_deadlines[0] == sent_at + 5s));
   advance(4s);
-  settle();
+  run_ready();
+  BOOST_TEST(deadlines_exceeded.empty());
+  BOOST_TEST(finished.empty());
   open_gate();
   BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
   BOOST_REQUIRE_EQUAL(c.responses.size(), 1u);
@@ -370,8 +400,10 @@ BOOST_AUTO_TEST_CASE(a_handler_done_before_its_deadline_answers_normally) {
   BOOST_TEST(deadlines_exceeded.empty());
   // Its deadline timer is gone: time past it changes nothing.
   advance(10s);
-  settle();
+  run_ready();
   BOOST_TEST(c.reads == 1);
+  BOOST_TEST(deadlines_exceeded.empty());
+  BOOST_TEST(finished.size() == 1u);
   BOOST_TEST(server->connections() == 1u);
 }
 
@@ -529,8 +561,10 @@ BOOST_AUTO_TEST_CASE(a_slow_loris_is_dropped_after_the_header_timeout) {
   BOOST_REQUIRE(armed(connected_at + 2s));
   BOOST_TEST(server->connections() == 1u);
   advance(1999ms);
-  settle();
+  run_ready();
   BOOST_TEST(c.reads == 0);
+  BOOST_TEST(slow.empty(), "dropped before its bound");
+  BOOST_TEST(server->connections() == 1u);
   advance(1ms);
   BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
   BOOST_TEST(c.closed(), "closed without an answer");
@@ -550,8 +584,10 @@ BOOST_AUTO_TEST_CASE(a_client_stalling_its_body_is_dropped_after_the_body_timeou
   BOOST_REQUIRE(quiet());  // the header is in: the body's bound counts from here
   BOOST_REQUIRE(armed(header_at + 3s));
   advance(2s);
-  settle();
+  run_ready();
   BOOST_TEST(c.reads == 0);
+  BOOST_TEST(slow.empty(), "dropped before its bound");
+  BOOST_TEST(server->connections() == 1u);
   advance(1s);
   BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
   BOOST_TEST(c.closed());
@@ -568,8 +604,9 @@ BOOST_AUTO_TEST_CASE(a_client_that_does_not_read_its_response_is_dropped_after_t
   BOOST_REQUIRE(quiet());  // the write has begun, and stalled
   BOOST_REQUIRE(armed(clock.now() + 4s));
   advance(3s);
-  settle();
+  run_ready();
   BOOST_TEST(server->connections() == 1u);
+  BOOST_TEST(slow.empty(), "dropped before its bound");
   advance(1s);
   BOOST_REQUIRE(drive([&] { return server->connections() == 0u; }));
   BOOST_TEST(slow == (std::vector<rhttp::client_phase>{rhttp::client_phase::write}), boost::test_tools::per_element());
@@ -584,8 +621,9 @@ BOOST_AUTO_TEST_CASE(an_idle_kept_alive_connection_is_closed_after_the_idle_time
   BOOST_REQUIRE(quiet());  // idle from now
   // Idle: the header timeout does not apply before the next request starts.
   advance(29s);
-  settle();
+  run_ready();
   BOOST_TEST(server->connections() == 1u);
+  BOOST_TEST(slow.empty());
   c.read(*this);
   advance(1s);
   BOOST_REQUIRE(drive([&] { return c.reads == 2; }));
@@ -613,13 +651,17 @@ BOOST_AUTO_TEST_CASE(a_slow_client_is_cut_by_the_sweep_within_its_bound_plus_the
   BOOST_REQUIRE(quiet());
 
   advance(a_at + 1s - 1ms - clock.now());
-  settle();
+  run_ready();
   BOOST_TEST(a.reads + b.reads == 0, "neither is cut before its bound");
+  BOOST_TEST(slow.empty());
+  BOOST_TEST(server->connections() == 2u);
   advance(1ms);
   BOOST_REQUIRE(drive([&] { return a.reads == 1; }));
   BOOST_TEST(a.closed());
-  settle();
+  run_ready();
   BOOST_TEST(b.reads == 0, "b's bound has not passed");
+  BOOST_TEST(slow.size() == 1u);
+  BOOST_TEST(server->connections() == 1u);
   advance(b_at + 1s + 100ms - clock.now());  // its bound plus the granularity
   BOOST_REQUIRE(drive([&] { return b.reads == 1; }));
   BOOST_TEST(b.closed());
@@ -666,14 +708,17 @@ BOOST_AUTO_TEST_CASE(the_header_bound_of_a_kept_alive_request_counts_from_its_fi
   BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
   BOOST_REQUIRE(quiet());
   advance(20s);
-  settle();
+  run_ready();
+  BOOST_TEST(server->connections() == 1u, "closed within its idle bound");
   c.send("GET /hello HTTP/1.1\r\nHo");
   c.read(*this);
   BOOST_REQUIRE(quiet());
   const time_point first_byte = clock.now();
   advance(999ms);
-  settle();
+  run_ready();
   BOOST_TEST(c.reads == 1, "not cut before its bound");
+  BOOST_TEST(slow.empty());
+  BOOST_TEST(server->connections() == 1u);
   advance(first_byte + 1s + 100ms - clock.now());
   BOOST_REQUIRE(drive([&] { return c.reads == 2; }));
   BOOST_TEST(c.closed());
@@ -792,9 +837,10 @@ BOOST_AUTO_TEST_CASE(drain_cancels_what_is_left_after_the_grace) {
   BOOST_REQUIRE(drive([&] { return calls == 1; }));
   server->drain();
   advance(4999ms);
-  settle();
+  run_ready();
   BOOST_TEST(downstream.empty());
   BOOST_TEST(!run_done.done());
+  BOOST_TEST(server->in_flight() == 1u);
   advance(1ms);
   BOOST_REQUIRE(drive([&] { return run_done.done(); }));
   BOOST_TEST(!run_done.exception);
@@ -820,8 +866,10 @@ BOOST_AUTO_TEST_CASE(after_the_grace_a_drain_closes_connections_stalled_in_any_p
   // deadline, max_deadline), and the handler waits downstream.
   BOOST_REQUIRE(drive([&] { return calls == 1 && server->connections() == 3u && clock.pending() == 2u; }));
   server->drain();
-  settle();
+  run_ready();
   BOOST_TEST(loris.reads + body.reads + held.reads == 0, "all three have their grace");
+  BOOST_TEST(server->connections() == 3u);
+  BOOST_TEST(downstream.empty());
   advance(2s);
   BOOST_REQUIRE(drive([&] { return run_done.done(); }));
   BOOST_REQUIRE(drive([&] { return loris.reads == 1 && body.reads == 1 && held.reads == 1; }));
@@ -841,8 +889,10 @@ BOOST_AUTO_TEST_CASE(cancelling_run_drains_and_a_second_cancellation_ends_the_gr
   BOOST_REQUIRE(drive([&] { return calls == 1; }));
   run_cancel.emit(asio::cancellation_type::terminal);
   BOOST_REQUIRE(drive([&] { return server->draining(); }));
-  settle();
+  run_ready();
   BOOST_TEST(!run_done.done(), "the request in progress has its grace");
+  BOOST_TEST(downstream.empty());
+  BOOST_TEST(server->in_flight() == 1u);
   run_cancel.emit(asio::cancellation_type::terminal);
   BOOST_REQUIRE(drive([&] { return run_done.done(); }));
   BOOST_TEST(run_done.times == 1);
@@ -871,6 +921,146 @@ BOOST_AUTO_TEST_CASE(drain_before_run_closes_the_acceptor_and_ends_run_at_once) 
   late.connect(endpoint(), refused);
   BOOST_TEST(refused == asio::error::connection_refused);
   BOOST_TEST(calls == 0);
+}
+
+BOOST_AUTO_TEST_CASE(on_request_started_sees_each_request_before_its_handler) {
+  std::vector<std::string> started;
+  std::vector<int> handler_calls_then;
+  start(options().on_request_started([&](const rhttp::server_request& r) {
+    started.emplace_back(r.target());
+    handler_calls_then.push_back(calls);
+  }));
+  client c(*this);
+  c.send(raw_get("/hello"));
+  c.send(raw_get("/hello?again"));
+  c.read(*this);
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return c.reads == 2; }));
+  BOOST_TEST(started == (std::vector<std::string>{"/hello", "/hello?again"}), boost::test_tools::per_element());
+  BOOST_TEST(handler_calls_then == (std::vector<int>{0, 1}), boost::test_tools::per_element());
+  BOOST_TEST(finished == (std::vector<unsigned>{200, 200}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_connection_over_max_connections_is_closed_as_soon_as_it_is_accepted) {
+  start(options().max_connections(2));
+  client a(*this), b(*this);
+  BOOST_REQUIRE(drive([&] { return server->connections() == 2u; }));
+  client over(*this);
+  over.read(*this);
+  BOOST_REQUIRE(drive([&] { return over.reads == 1; }));
+  BOOST_TEST(over.closed());
+  BOOST_TEST(over.responses.empty());
+  BOOST_TEST(server->connections() == 2u);
+  // The two within the limit are served; once one goes, a new one is too.
+  a.send(raw_get("/hello"));
+  a.read(*this);
+  BOOST_REQUIRE(drive([&] { return a.reads == 1; }));
+  BOOST_TEST(a.responses.at(0).result_int() == 200u);
+  b.socket.close();
+  BOOST_REQUIRE(drive([&] { return server->connections() == 1u; }));
+  client next(*this);
+  next.send(raw_get("/hello"));
+  next.read(*this);
+  BOOST_REQUIRE(drive([&] { return next.reads == 1; }));
+  BOOST_TEST(next.responses.at(0).result_int() == 200u);
+  BOOST_TEST(calls == 2);
+}
+
+// What a hook throws ends the connection it concerns (server.md), without
+// an answer; the request's slot goes back, and the server goes on serving
+// other connections. One case per hook.
+BOOST_AUTO_TEST_CASE(on_request_started_throwing_ends_its_connection_before_the_handler) {
+  throws_once hook;
+  start(options().on_request_started([&](const rhttp::server_request&) { hook(); }));
+  client c(*this);
+  c.send(raw_get("/hello"));
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
+  BOOST_TEST(hook.thrown);
+  BOOST_TEST(c.closed(), "closed without an answer");
+  BOOST_TEST(c.responses.empty());
+  BOOST_TEST(calls == 0);
+  BOOST_TEST(drive([&] { return server->connections() == 0u; }));
+  BOOST_TEST(server->in_flight() == 0u);
+  BOOST_TEST(serves_a_new_connection(*this));
+  BOOST_TEST(!run_done.done());
+}
+
+BOOST_AUTO_TEST_CASE(on_request_finished_throwing_ends_its_connection_unanswered) {
+  throws_once hook;
+  start(options().on_request_finished([&](const rhttp::request_finished&) { hook(); }));
+  client c(*this);
+  c.send(raw_get("/hello"));
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
+  BOOST_TEST(hook.thrown);
+  BOOST_TEST(calls == 1);
+  BOOST_TEST(c.closed(), "closed without an answer");
+  BOOST_TEST(c.responses.empty());
+  BOOST_TEST(drive([&] { return server->connections() == 0u; }));
+  BOOST_TEST(server->in_flight() == 0u, "the slot was not given back");
+  BOOST_TEST(serves_a_new_connection(*this));
+  BOOST_TEST(!run_done.done());
+}
+
+BOOST_AUTO_TEST_CASE(on_shed_throwing_ends_the_shed_connection_and_not_the_others) {
+  throws_once hook;
+  start(options().max_concurrent(1).on_shed([&](std::uint32_t) { hook(); }));
+  client busy(*this), turned_away(*this);
+  busy.send(raw_get("/gate"));
+  busy.read(*this);
+  BOOST_REQUIRE(drive([&] { return calls == 1; }));
+  turned_away.send(raw_get("/hello"));
+  turned_away.read(*this);
+  BOOST_REQUIRE(drive([&] { return turned_away.reads == 1; }));
+  BOOST_TEST(hook.thrown);
+  BOOST_TEST(turned_away.closed(), "closed without its 503");
+  BOOST_TEST(turned_away.responses.empty());
+  BOOST_TEST(server->in_flight() == 1u);
+  open_gate();
+  BOOST_REQUIRE(drive([&] { return busy.reads == 1; }));
+  BOOST_TEST(busy.responses.at(0).result_int() == 200u);
+  BOOST_TEST(server->in_flight() == 0u);
+  BOOST_TEST(serves_a_new_connection(*this));
+}
+
+BOOST_AUTO_TEST_CASE(on_deadline_exceeded_throwing_ends_its_connection_without_the_504) {
+  throws_once hook;
+  start(options().on_deadline_exceeded([&](time_point) { hook(); }));
+  client c(*this);
+  const time_point sent_at = clock.now();
+  c.send(raw_get("/downstream", "grpc-timeout: 100m\r\n"));
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return calls == 1; }));
+  BOOST_REQUIRE(armed(sent_at + 100ms));
+  advance(100ms);
+  BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
+  BOOST_TEST(hook.thrown);
+  BOOST_TEST(c.closed(), "closed without its 504");
+  BOOST_TEST(c.responses.empty());
+  BOOST_REQUIRE_EQUAL(downstream.size(), 1u);
+  BOOST_TEST(downstream[0] == asio::error::operation_aborted, "the handler was not cancelled");
+  BOOST_TEST(live::ops == 0);
+  BOOST_TEST(drive([&] { return server->connections() == 0u; }));
+  BOOST_TEST(server->in_flight() == 0u, "the slot was not given back");
+  BOOST_TEST(serves_a_new_connection(*this));
+}
+
+BOOST_AUTO_TEST_CASE(on_slow_client_throwing_still_drops_the_slow_client) {
+  throws_once hook;
+  start(options().header_read_timeout(1s).on_slow_client([&](rhttp::client_phase) { hook(); }));
+  client loris(*this);
+  const time_point connected_at = clock.now();
+  loris.send("GET /hello HTTP/1.1\r\nHo");
+  loris.read(*this);
+  BOOST_REQUIRE(armed(connected_at + 1s));
+  advance(1s);
+  BOOST_REQUIRE(drive([&] { return loris.reads == 1; }));
+  BOOST_TEST(hook.thrown);
+  BOOST_TEST(loris.closed());
+  BOOST_TEST(drive([&] { return server->connections() == 0u; }));
+  BOOST_TEST(serves_a_new_connection(*this));
+  BOOST_TEST(!run_done.done());
 }
 
 BOOST_AUTO_TEST_CASE(destroying_the_io_context_mid_call_frees_every_frame_and_slot) {

@@ -1,20 +1,31 @@
 // Calls that end in unusual ways: their execution context destroyed while
-// they are suspended, their own cancellation emitted from inside a hook, a
-// hook that throws, a stage or policy that was a temporary.
+// they are suspended (in each stage, from one table of them), their own
+// cancellation emitted from inside a hook, a hook that throws, a stage or
+// policy that was a temporary.
 #include "support.hpp"
 
+#include <resilience/adaptive_throttle.hpp>
 #include <resilience/adaptive_timeout.hpp>
+#include <resilience/any_pipeline.hpp>
+#include <resilience/bulkhead.hpp>
+#include <resilience/chaos.hpp>
 #include <resilience/circuit_breaker.hpp>
 #include <resilience/deadline.hpp>
 #include <resilience/error.hpp>
+#include <resilience/fallback.hpp>
+#include <resilience/hedging.hpp>
+#include <resilience/metrics.hpp>
 #include <resilience/pipeline.hpp>
+#include <resilience/rate_limiter.hpp>
 #include <resilience/retry.hpp>
+#include <resilience/retry_budget.hpp>
 #include <resilience/timeout.hpp>
 #include <resilience/testing/manual_clock.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/mpl/list.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -38,14 +49,16 @@ namespace {
 using resilience::test::live;
 using resilience::test::sleep_an_hour;
 
-// resilience::test::destroy_context_mid_calls, with every call started and
-// `live_ops` op frames alive (one a call by default) when the context goes.
-template <class Make>
-void destroy_context_with_calls_suspended(Make make, int calls = 10000, int live_ops = -1) {
-  if (live_ops < 0) live_ops = calls;
+// resilience::test::destroy_context_mid_calls, with `ops_started` ops
+// started and `ops_alive` op frames alive when the context goes, and
+// whatever else `suspended()` checks then.
+template <class Make, class Suspended = void (*)()>
+void destroy_context_with_calls_suspended(Make make, int calls, int ops_started, int ops_alive,
+                                          Suspended suspended = [] {}) {
   resilience::test::destroy_context_mid_calls(calls, make, [&](int started) {
-    BOOST_REQUIRE_EQUAL(started, calls);
-    BOOST_REQUIRE_EQUAL(live::ops, live_ops);
+    BOOST_REQUIRE_EQUAL(started, ops_started);
+    BOOST_REQUIRE_EQUAL(live::ops, ops_alive);
+    suspended();
   });
 }
 
@@ -61,67 +74,195 @@ struct half_open_breaker {
   }
 };
 
-}  // namespace
+// The stages a call can be suspended in when its io_context is destroyed,
+// one row each (a row added to the list below is a strategy covered):
+// - start(started): one call, usually through the stage to sleep_an_hour;
+// - its base, suspended<calls, ops started, op frames alive>: how many calls
+//   start, how many ops they have started by the time they are all
+//   suspended, and how many of those are still running (the other calls
+//   wait in the stage: in a queue, a backoff, an injected latency);
+// - check_suspended(), check_given_back(): what the stage holds while the
+//   calls are suspended, and must have back once they are gone (permits,
+//   counts); most hold nothing of the kind.
+namespace stage_rows {
 
-BOOST_AUTO_TEST_SUITE(context_destroyed_mid_call)
+template <int Calls, int OpsStarted = Calls, int OpsAlive = OpsStarted>
+struct suspended {
+  static constexpr int calls = Calls;
+  static constexpr int ops_started = OpsStarted;
+  static constexpr int ops_alive = OpsAlive;
+  void check_suspended() const {}
+  void check_given_back() const {}
+};
 
-BOOST_AUTO_TEST_CASE(in_a_timeout) {
-  const auto stage = resilience::timeout(30min);
-  destroy_context_with_calls_suspended([&](int* s) { return stage([s] { return sleep_an_hour(s); }); });
+// One call of each row: through `stage` to an hour's sleep.
+template <class Stage>
+auto sleep_through(const Stage& stage, int* started) {
+  return stage([started] { return sleep_an_hour(started); });
 }
 
-BOOST_AUTO_TEST_CASE(in_a_deadline) {
-  const auto stage = resilience::deadline_stage(30min);
-  destroy_context_with_calls_suspended([&](int* s) { return stage([s] { return sleep_an_hour(s); }); });
-}
+struct a_timeout : suspended<10000> {
+  decltype(resilience::timeout(30min)) stage = resilience::timeout(30min);
+  auto start(int* s) const { return sleep_through(stage, s); }
+};
 
-BOOST_AUTO_TEST_CASE(in_an_adaptive_timeout) {
-  const auto stage = resilience::adaptive_timeout(resilience::latency_tracker{
+struct a_deadline : suspended<10000> {
+  decltype(resilience::deadline_stage(30min)) stage = resilience::deadline_stage(30min);
+  auto start(int* s) const { return sleep_through(stage, s); }
+};
+
+inline auto thirty_minutes_adaptive_timeout() {
+  return resilience::adaptive_timeout(resilience::latency_tracker{
       resilience::latency_tracker_options{}.bounds(1min, 30min).initial(30min)});
-  destroy_context_with_calls_suspended([&](int* s) { return stage([s] { return sleep_an_hour(s); }); });
 }
+struct an_adaptive_timeout : suspended<10000> {
+  decltype(thirty_minutes_adaptive_timeout()) stage = thirty_minutes_adaptive_timeout();
+  auto start(int* s) const { return sleep_through(stage, s); }
+};
 
-BOOST_AUTO_TEST_CASE(in_a_breaker) {
+struct a_breaker : suspended<10000> {
   resilience::circuit_breaker breaker;
-  destroy_context_with_calls_suspended([&](int* s) { return breaker([s] { return sleep_an_hour(s); }); });
-  BOOST_TEST(breaker.metrics().probes_in_flight == 0u);
-}
+  auto start(int* s) const { return sleep_through(breaker, s); }
+  // A call that never ended is neither a success nor a failure.
+  void check_given_back() const {
+    const auto m = breaker.metrics();
+    BOOST_TEST(m.probes_in_flight == 0u);
+    BOOST_TEST(m.calls == 0u, "a call that never ended was recorded");
+    BOOST_TEST((m.state == resilience::circuit_state::closed));
+  }
+};
 
-BOOST_AUTO_TEST_CASE(in_a_retry_attempt) {
-  const auto policy = retry_policy{}.max_attempts(3);
-  destroy_context_with_calls_suspended([&](int* s) { return co_retry([s] { return sleep_an_hour(s); }, policy); });
-}
+struct a_retry_attempt : suspended<10000> {
+  retry_policy policy = retry_policy{}.max_attempts(3);
+  auto start(int* s) const { return co_retry([s] { return sleep_an_hour(s); }, policy); }
+};
 
-BOOST_AUTO_TEST_CASE(in_a_retry_backoff) {
-  // The op fails at once; the call then sleeps an hour before its retry.
-  const auto policy = retry_policy{}.max_attempts(2).backoff(backoff::constant(1h));
-  destroy_context_with_calls_suspended([&](int* s) {
+// The op fails at once; the call then sleeps an hour before its retry.
+struct a_retry_backoff : suspended<10000, 10000, 0> {
+  retry_policy policy = retry_policy{}.max_attempts(2).backoff(backoff::constant(1h));
+  auto start(int* s) const {
     return co_retry(
         [s]() -> asio::awaitable<error_code> {
           ++*s;
           co_return asio::error::connection_reset;
         },
         policy);
-  }, 10000, 0);
-}
+  }
+};
 
-BOOST_AUTO_TEST_CASE(in_a_pipeline) {
-  const auto call = resilience::pipeline(resilience::deadline_stage(50min), retry_policy{}.max_attempts(3),
-                                         resilience::timeout(30min));
-  destroy_context_with_calls_suspended([&](int* s) { return call([s] { return sleep_an_hour(s); }); });
+inline auto deadline_retry_timeout() {
+  return resilience::pipeline(resilience::deadline_stage(50min), retry_policy{}.max_attempts(3),
+                              resilience::timeout(30min));
 }
+struct a_pipeline : suspended<10000> {
+  decltype(deadline_retry_timeout()) stage = deadline_retry_timeout();
+  auto start(int* s) const { return sleep_through(stage, s); }
+};
 
-BOOST_AUTO_TEST_CASE(in_a_pipeline_with_a_breaker) {
-  resilience::circuit_breaker breaker;
-  const auto call = resilience::pipeline(retry_policy{}.max_attempts(3), breaker, resilience::timeout(30min));
-  destroy_context_with_calls_suspended([&](int* s) { return call([s] { return sleep_an_hour(s); }); });
-  BOOST_TEST(breaker.metrics().probes_in_flight == 0u);
+struct a_pipeline_with_a_breaker : a_breaker {
+  using pipeline_type = decltype(resilience::pipeline(retry_policy{}, std::declval<resilience::circuit_breaker&>(),
+                                                      resilience::timeout(30min)));
+  pipeline_type stage = resilience::pipeline(retry_policy{}.max_attempts(3), breaker, resilience::timeout(30min));
+  auto start(int* s) const { return sleep_through(stage, s); }
+};
+
+struct an_any_pipeline : suspended<10000> {
+  resilience::any_pipeline<error_code> stage;
+  an_any_pipeline() {
+    stage.add(resilience::deadline_stage(50min)).add(retry_policy{}.max_attempts(3)).add(resilience::timeout(30min));
+  }
+  auto start(int* s) const { return sleep_through(stage, s); }
+};
+
+// 100 calls in their op, the others in the queue.
+struct a_bulkhead : suspended<10000, 100> {
+  resilience::bulkhead bulkhead{resilience::bulkhead_options{}.max_concurrent(100).max_queue(20000)};
+  auto start(int* s) const { return sleep_through(bulkhead, s); }
+  void check_suspended() const {
+    BOOST_REQUIRE_EQUAL(bulkhead.in_flight(), 100u);
+    BOOST_REQUIRE_EQUAL(bulkhead.queued(), 9900u);
+  }
+  void check_given_back() const {
+    BOOST_TEST(bulkhead.in_flight() == 0u, "a permit was not returned");
+    BOOST_TEST(bulkhead.queued() == 0u, "a waiter was left in the queue");
+  }
+};
+
+// 3 calls in their op, the others waiting (on steady timers) for a permit.
+struct a_rate_limiter : suspended<500, 3> {
+  resilience::rate_limiter limiter{
+      resilience::rate_limiter_options{}.sliding_window(3, 1h, 4).max_wait(resilience::duration::max())};
+  auto start(int* s) const { return sleep_through(limiter, s); }
+  void check_suspended() const { BOOST_REQUIRE_EQUAL(limiter.queued(), 497u); }
+  void check_given_back() const { BOOST_TEST(limiter.queued() == 0u, "a waiter was left in the queue"); }
+};
+
+struct an_adaptive_throttle : suspended<500> {
+  resilience::adaptive_throttle throttle;
+  auto start(int* s) const { return sleep_through(throttle, s); }
+  void check_given_back() const {
+    BOOST_TEST(throttle.counts().requests == 0u, "a call that never ended was counted");
+  }
+};
+
+// Every attempt of every call running: three op frames a call.
+inline auto three_hedges_at_once() { return resilience::hedging_policy{}.max_attempts(3).delay(0ms); }
+struct a_hedge : suspended<1000, 3000> {
+  decltype(three_hedges_at_once()) stage = three_hedges_at_once();
+  auto start(int* s) const { return sleep_through(stage, s); }
+};
+
+inline auto fallback_to_success() {
+  return resilience::fallback_to([]() -> asio::awaitable<error_code> { co_return error_code{}; });
+}
+struct a_fallback : suspended<10000> {
+  decltype(fallback_to_success()) stage = fallback_to_success();
+  auto start(int* s) const { return sleep_through(stage, s); }
+};
+
+// Each call waits out the injected latency: no op has started.
+struct a_chaos_latency : suspended<1000, 0> {
+  decltype(resilience::chaos_latency(1h)) stage = resilience::chaos_latency(1h);
+  auto start(int* s) const { return sleep_through(stage, s); }
+};
+
+// Records a call only when it ends: one destroyed unresumed records nothing.
+struct a_metered_stage : suspended<1000> {
+  resilience::metrics telemetry;
+  resilience::metered_stage stage = telemetry.stage("backend");
+  auto start(int* s) const { return sleep_through(stage, s); }
+  void check_given_back() const {
+    BOOST_TEST(telemetry.snapshot().families.empty(), "a call that never ended was recorded");
+  }
+};
+
+}  // namespace stage_rows
+
+using stages_to_suspend_in =
+    boost::mpl::list<stage_rows::a_timeout, stage_rows::a_deadline, stage_rows::an_adaptive_timeout,
+                     stage_rows::a_breaker, stage_rows::a_retry_attempt, stage_rows::a_retry_backoff,
+                     stage_rows::a_pipeline, stage_rows::a_pipeline_with_a_breaker, stage_rows::an_any_pipeline,
+                     stage_rows::a_bulkhead, stage_rows::a_rate_limiter, stage_rows::an_adaptive_throttle,
+                     stage_rows::a_hedge, stage_rows::a_fallback, stage_rows::a_chaos_latency,
+                     stage_rows::a_metered_stage>;
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(context_destroyed_mid_call)
+
+// Every frame and handler freed, no handler called, and the stage has back
+// what the calls held.
+BOOST_AUTO_TEST_CASE_TEMPLATE(frees_every_call_and_gives_back_what_it_held, Row, stages_to_suspend_in) {
+  const auto row = std::make_unique<const Row>();
+  destroy_context_with_calls_suspended([&](int* s) { return row->start(s); }, Row::calls, Row::ops_started,
+                                       Row::ops_alive, [&] { row->check_suspended(); });
+  row->check_given_back();
 }
 
 BOOST_AUTO_TEST_CASE(a_probe_interrupted_by_shutdown_gives_its_permit_back) {
   half_open_breaker h;
   const auto call = resilience::pipeline(std::ref(h.breaker), resilience::timeout(30min).clock(h.clock));
-  destroy_context_with_calls_suspended([&](int* s) { return call([s] { return sleep_an_hour(s); }); }, 1);
+  destroy_context_with_calls_suspended([&](int* s) { return call([s] { return sleep_an_hour(s); }); }, 1, 1, 1);
   BOOST_TEST((h.breaker.state() == resilience::circuit_state::half_open));
   BOOST_TEST(h.breaker.metrics().probes_in_flight == 0u, "the probe's permit was lost");
   auto next = h.breaker.try_acquire();
@@ -270,6 +411,43 @@ BOOST_AUTO_TEST_CASE(on_timeout_throwing_becomes_the_outcome) {
   BOOST_CHECK_NO_THROW(clock.run(io));
   BOOST_TEST(done.times == 1);
   BOOST_CHECK_THROW(resilience::test::rethrow(done), std::runtime_error);
+}
+
+BOOST_AUTO_TEST_CASE(on_deadline_throwing_becomes_the_outcome) {
+  completion<error_code> done;
+  int finished = 0;
+  const auto d = resilience::basic_deadline_stage<manual_clock>(50ms, clock).on_deadline(
+      [](const auto&) { throw std::runtime_error("hook failed"); });
+  spawn(io,
+        d([this, &finished]() -> asio::awaitable<error_code> {
+          auto timer = clock.make_timer(co_await asio::this_coro::executor);
+          timer.expires_after(1s);
+          auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+          ++finished;
+          co_return ec;
+        }),
+        done);
+  BOOST_CHECK_NO_THROW(clock.run(io));
+  BOOST_TEST(done.times == 1);
+  BOOST_CHECK_EXCEPTION(resilience::test::rethrow(done), std::runtime_error,
+                        [](const auto& e) { return std::string(e.what()) == "hook failed"; });
+  BOOST_TEST(finished == 1, "the op was not awaited");
+  BOOST_TEST((clock.now() == resilience::time_point{} + 50ms));
+}
+
+BOOST_AUTO_TEST_CASE(on_budget_refused_throwing_becomes_the_outcome) {
+  // Two tokens, retries only above one: the first failure spends the budget.
+  resilience::retry_token_budget budget{2, 0.1};
+  completion<error_code> done;
+  const auto p = policy().budget(budget).on_budget_refused(
+      [](const resilience::budget_refusal&) { throw std::runtime_error("hook failed"); });
+  spawn(io, co_retry(failing_op(), p), done);
+  BOOST_CHECK_NO_THROW(clock.run(io));
+  BOOST_TEST(done.times == 1);
+  BOOST_CHECK_EXCEPTION(resilience::test::rethrow(done), std::runtime_error,
+                        [](const auto& e) { return std::string(e.what()) == "hook failed"; });
+  BOOST_TEST(calls == 1, "retried after the hook threw");
+  BOOST_TEST(budget.refusals() == 1u);
 }
 
 namespace {

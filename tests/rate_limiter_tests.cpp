@@ -1,8 +1,9 @@
 // The rate limiter: a token bucket's burst, steady rate and exact refill; a
 // sliding window's segments; rejecting at once or waiting in FIFO order,
 // bounded by max_wait, the queue limit and the context's deadline (rejected
-// at once, not slept on); cancellation at every suspension point; an
-// execution context destroyed with waiters queued; options; retry's view of
+// at once, not slept on); cancellation at every suspension point (a
+// cancelled waiter: queue_tests.cpp); an execution context destroyed with
+// waiters queued; options; retry's view of
 // a rejection; and try_acquire from two threads, never over the rate.
 #include "support.hpp"
 
@@ -37,9 +38,7 @@ using resilience::rate_limit_reject_reason;
 using resilience::rate_limiter_options;
 using resilience::time_point;
 using resilience::testing::manual_clock;
-using resilience::test::cancel_then_call;
 using resilience::test::completion;
-using resilience::test::counting;
 using resilience::test::names;
 using resilience::test::spawn;
 
@@ -335,63 +334,6 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_FIXTURE_TEST_SUITE(rate_limiter_cancellation, limiter_fixture)
 
-BOOST_AUTO_TEST_CASE(a_cancelled_waiter_leaves_the_queue_at_once) {
-  limiter l(options().token_bucket(10, 1s, 2).max_wait(1s), clock);
-  BOOST_REQUIRE(take_all(l) == 2);
-  std::vector<completion<error_code>> done(2);
-  asio::cancellation_signal first;
-  spawn(io, l(op(0)), done[0], &first);
-  spawn(io, l(op(1)), done[1]);
-  poll();
-  BOOST_REQUIRE(l.queued() == 2u);
-  std::uint32_t queued_after_emit = 99;
-  asio::post(io, [&] {
-    first.emit(asio::cancellation_type::terminal);
-    queued_after_emit = l.queued();
-  });
-  poll();
-  BOOST_TEST(queued_after_emit == 1u, "still queued after its cancellation");
-  BOOST_TEST(done[0].times == 1);
-  BOOST_TEST((done[0].value == aborted));
-  BOOST_TEST((clock.now() == t0));
-  clock.run(io);
-  BOOST_TEST(admitted == (std::vector<int>{1}));
-  BOOST_TEST((admitted_at[0] == t0 + 200ms), "the waiter behind did not keep its time");
-  // The token the cancelled waiter would have had is still in the bucket.
-  BOOST_TEST(l.try_acquire(), "the cancelled waiter's permit was lost");
-  BOOST_TEST(!l.try_acquire());
-  BOOST_TEST(rejections.empty());
-  BOOST_TEST(clock.pending() == 0u, "the cancelled waiter's timer is still armed");
-}
-
-BOOST_AUTO_TEST_CASE(a_cancelled_waiter_with_a_plain_result_gets_operation_aborted_thrown) {
-  limiter l(ten_a_second().max_wait(1s), clock);
-  BOOST_REQUIRE(l.try_acquire());
-  completion<int> done;
-  asio::cancellation_signal signal;
-  spawn(io, l([]() -> asio::awaitable<int> { co_return 1; }), done, &signal);
-  poll();
-  signal.emit(asio::cancellation_type::terminal);
-  poll();
-  BOOST_CHECK_EXCEPTION(resilience::test::rethrow(done), boost::system::system_error,
-                        [](const auto& e) { return e.code() == aborted; });
-  BOOST_TEST(l.queued() == 0u);
-}
-
-BOOST_AUTO_TEST_CASE(a_call_cancelled_before_it_queues_does_not_queue) {
-  limiter l(ten_a_second().max_wait(1s), clock);
-  BOOST_REQUIRE(l.try_acquire());
-  completion<error_code> done;
-  asio::cancellation_signal signal;
-  int calls = 0;
-  spawn(io, cancel_then_call(l, signal, counting(calls)), done, &signal);
-  poll();
-  BOOST_TEST((done.value == aborted));
-  BOOST_TEST(calls == 0);
-  BOOST_TEST(l.queued() == 0u);
-  BOOST_TEST(clock.pending() == 0u);
-}
-
 // The cancellation reaches the waiter after its timer is due but before its
 // wake has run: the call ends cancelled and takes no permit.
 BOOST_AUTO_TEST_CASE(a_cancellation_before_the_wake_runs_takes_no_permit) {
@@ -480,11 +422,6 @@ BOOST_AUTO_TEST_CASE(with_waiters_on_manual_clock_timers) {
   manual_clock clock;
   const limiter l(rate_limiter_options{}.token_bucket(10, 1s, 5).max_wait(duration::max()), clock);
   destroy_context_mid_call(l, 2000, 5);
-}
-
-BOOST_AUTO_TEST_CASE(with_waiters_on_steady_timers) {
-  const resilience::rate_limiter l(rate_limiter_options{}.sliding_window(3, 1h, 4).max_wait(duration::max()));
-  destroy_context_mid_call(l, 500, 3);
 }
 
 // A hedge waiting for a permit: the hedged call's frame, which holds the

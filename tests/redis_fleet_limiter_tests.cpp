@@ -17,7 +17,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
+#include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -73,6 +75,24 @@ void call_until(asio::io_context& io, const Limiter& limiter, const std::functio
     run_until(io, [&] { return paused; });
     return done();
   });
+}
+
+// Scripting commands Redis turned away before running them (rejected_calls
+// in INFO commandstats: an ACL's NOPERM, say): the limiter's round trips and
+// probes that reached it and were refused.
+std::uint64_t scripts_refused(asio::io_context& io, redis::connection& admin) {
+  const std::string info = command(io, admin, {"INFO", "commandstats"}).text;
+  std::uint64_t refused = 0;
+  std::size_t at = 0;
+  while ((at = info.find("cmdstat_", at)) != std::string::npos) {
+    const std::size_t end = info.find('\n', at);
+    const std::string line = info.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    at += line.size();
+    if (line.rfind("cmdstat_eval", 0) != 0 && line.rfind("cmdstat_script", 0) != 0) continue;
+    const std::size_t field = line.find("rejected_calls=");
+    if (field != std::string::npos) refused += std::stoull(line.substr(field + 15));
+  }
+  return refused;
 }
 
 // The events of the calls given it, in order.
@@ -228,6 +248,33 @@ BOOST_AUTO_TEST_CASE(leases_make_one_round_trip_per_many_calls) {
   BOOST_TEST(s.leased <= 1050u);
 }
 
+// Leased permits are spent locally for lease_lifetime() from their grant
+// (on the limiter's clock), and not after: then a call asks Redis again.
+BOOST_AUTO_TEST_CASE(a_lease_is_spent_for_its_lifetime_and_not_after) {
+  redis_server server;
+  asio::io_context io;
+  resilience::testing::manual_clock clock;
+  test_clock_limiter limiter{
+      io.get_executor(), server.connection(),
+      redis::fleet_limiter_options{}.key("lifetime").token_bucket(1000, 1s, 1000).max_lease(50).lease_lifetime(10s)
+          .clock_from(local_time),
+      clock};
+  const auto in_hand = [&] { return limiter.stats().leased - limiter.stats().admitted; };
+  // Leases start small and grow: call until one leaves permits in hand.
+  for (int i = 0; i < 10 && in_hand() == 0; ++i) BOOST_REQUIRE(!call(io, limiter));
+  BOOST_REQUIRE(in_hand() > 0u);
+  const auto trips = limiter.stats().round_trips;
+  clock.advance(4s);  // past the default lifetime (100 ms), within this one
+  BOOST_TEST(!call(io, limiter));
+  BOOST_TEST(limiter.stats().round_trips == trips, "a permit in hand was not spent within its lifetime");
+  for (int i = 0; i < 10 && in_hand() == 0; ++i) BOOST_REQUIRE(!call(io, limiter));
+  BOOST_REQUIRE(in_hand() > 0u);
+  const auto before_expiry = limiter.stats().round_trips;
+  clock.advance(10s);
+  BOOST_TEST(!call(io, limiter));
+  BOOST_TEST(limiter.stats().round_trips == before_expiry + 1, "a permit was spent after its lifetime");
+}
+
 BOOST_AUTO_TEST_CASE(redis_killed_falls_back_to_the_local_share_and_comes_back_when_it_returns) {
   redis_server server;
   asio::io_context io;
@@ -334,9 +381,10 @@ BOOST_AUTO_TEST_CASE(a_redis_that_answers_ping_but_refuses_the_script_keeps_the_
       io.get_executor(), server.connection().user("pinger", "pw"),
       redis::fleet_limiter_options{}.key("acl").token_bucket(100, 1s, 100).replicas_hint(4),
       clock};
-  // Probes for 300 ms of real time: each runs the script, which NOPERM refuses.
-  const auto until = std::chrono::steady_clock::now() + 300ms;
-  call_until(io, limiter, [&] { return std::chrono::steady_clock::now() > until; }, &ev);
+  // The round trip, then probes (calls drive them, on their schedule), until
+  // Redis has refused the script three times: each time NOPERM, and the
+  // breaker stays open.
+  call_until(io, limiter, [&] { return scripts_refused(io, admin) >= 3u; }, &ev);
   BOOST_TEST(ev.count(kind::fleet_fell_back) == 1u);
   BOOST_TEST(ev.count(kind::fleet_resumed) == 0u);
   BOOST_TEST(limiter.stats().admitted_by_fallback <= 25u);  // one share's burst, never a fresh one
@@ -418,16 +466,20 @@ BOOST_AUTO_TEST_CASE(a_script_flushed_from_redis_is_loaded_again) {
 BOOST_AUTO_TEST_CASE(the_limiter_and_its_context_go_with_a_round_trip_and_a_probe_in_flight) {
   redis_server server;
   auto io = std::make_unique<asio::io_context>();
+  std::shared_ptr<std::optional<error_code>> pending;  // the call's result slot, shared with its handler
   {
     redis::fleet_limiter limiter{io->get_executor(), server.connection().command_timeout(5s),
                                 redis::fleet_limiter_options{}.key("gone").max_lease(1)};
     BOOST_TEST(!call(*io, limiter));
     server.pause();
-    auto pending = start_call(*io, limiter);  // its round trip waits on a paused Redis
+    pending = start_call(*io, limiter);  // its round trip waits on a paused Redis
     io->poll();
     BOOST_TEST(!pending->has_value());
+    BOOST_TEST(pending.use_count() > 1);
   }
-  io.reset();  // frees the waiting call's frame; AddressSanitizer checks for leaks
+  io.reset();  // frees the waiting call's frame, and its handler with it
+  BOOST_TEST(!pending->has_value(), "the call completed after its limiter was gone");
+  BOOST_TEST(pending.use_count() == 1, "the waiting call's handler was not freed");
   server.resume();
 }
 

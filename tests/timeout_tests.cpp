@@ -104,6 +104,29 @@ BOOST_AUTO_TEST_CASE(on_timeout_reports_each_expiry_once_after_the_op_finished) 
   BOOST_TEST(early.value->value() == 1);
 }
 
+// cancellation(type) is the cancellation the op gets when time runs out;
+// this op opts in to every type, and sees the one asked for.
+BOOST_AUTO_TEST_CASE(the_op_is_cancelled_with_the_type_asked_for) {
+  for (const auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial,
+                          asio::cancellation_type::total}) {
+    auto seen = asio::cancellation_type::none;
+    const auto op = [this, &seen]() -> asio::awaitable<error_code> {
+      co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+      auto timer = clock.make_timer(co_await asio::this_coro::executor);
+      timer.expires_after(1s);
+      auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+      seen = (co_await asio::this_coro::cancellation_state).cancelled();
+      co_return ec;
+    };
+    completion<error_code> done;
+    spawn(io, timeout(100ms).cancellation(type)(op), done);
+    clock.run(io);
+    io.restart();
+    BOOST_TEST((done.value == timeout_error));
+    BOOST_TEST((seen == type), "cancelled with " << static_cast<int>(seen) << ", not " << static_cast<int>(type));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bad_timeouts_are_rejected) {
   BOOST_CHECK_THROW(resilience::timeout(0ms), std::invalid_argument);
   BOOST_CHECK_THROW(resilience::timeout(-1s), std::invalid_argument);

@@ -430,7 +430,11 @@ BOOST_AUTO_TEST_CASE(a_tracked_first_executor_does_not_keep_the_context_busy) {
 
 BOOST_AUTO_TEST_CASE(destroying_a_context_with_calls_pending_leaves_no_dangling_node) {
   // Frames destroyed by a shutting-down service must take their node out of
-  // the queue, which shuts down after them. ASan checks the rest.
+  // the queue, which shuts down after them (AddressSanitizer sees a node
+  // left behind); the call's frame and handler go, its handler uncalled.
+  using resilience::test::live;
+  const int ops_before = live::ops, handlers_before = live::handlers;
+  int completed = 0;
   {
     asio::io_context io;
     asio::co_spawn(io, resilience::timeout(1h)([]() -> asio::awaitable<void> { co_await asio::post(asio::use_awaitable); }),
@@ -438,13 +442,17 @@ BOOST_AUTO_TEST_CASE(destroying_a_context_with_calls_pending_leaves_no_dangling_
     io.run();  // creates the queue before the strand service below
     io.restart();
     asio::co_spawn(asio::make_strand(io), resilience::timeout(1h)([]() -> asio::awaitable<void> {
+                     live frame(live::ops);
                      asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::hours(1));
                      co_await t.async_wait(asio::use_awaitable);
                    }),
-                   asio::detached);
+                   [&completed, guard = live(live::handlers)](std::exception_ptr) { ++completed; });
     io.poll();  // the call is now pending, its bound armed
+    BOOST_REQUIRE_EQUAL(live::ops, ops_before + 1);
   }
-  BOOST_TEST(true, "the context was destroyed with the call pending");
+  BOOST_TEST(live::ops == ops_before, "the pending call's frame outlived its context");
+  BOOST_TEST(live::handlers == handlers_before, "the pending call's handler outlived its context");
+  BOOST_TEST(completed == 0);
 }
 
 // A coroutine on a concrete executor type, not any_io_executor.

@@ -1,44 +1,125 @@
 #!/usr/bin/env python3
-"""compile_fail/check.py COMPILE_COMMANDS CONTROLS SOURCE
+"""compile_fail/check.py COMPILE_COMMANDS CONTROLS ALONE ALONE_HEADER SOURCE
 
-Compiles SOURCE with RESILIENCE_MISUSE defined, using the command the build
-compiles CONTROLS with (same compiler, flags and definitions, front end
-only), and passes when the compile fails with a diagnostic matching the
-`// expect:` pattern of SOURCE's first line. Run by ctest, in parallel with
-the other tests: it touches nothing in the build tree.
+First compiles SOURCE as it is (its control) on its own, with the command
+the build compiles ALONE with: a file that compiles only beside another
+file's #includes (as it does in CONTROLS, the generated file of every
+control) fails here. ALONE's precompiled header holds ALONE_HEADER (a
+library header such as resilience/context.hpp): it is used only when
+SOURCE's own library #includes reach that header anyway, so that it adds
+nothing SOURCE would not have included itself; otherwise the compile goes
+without it.
+
+Then compiles SOURCE with RESILIENCE_MISUSE defined, using the command the
+build compiles CONTROLS with (its precompiled header holds every file's
+#includes), and passes when that compile fails with a diagnostic matching
+one of the `// expect: <pattern>` lines that SOURCE begins with: one for
+each compiler whose words differ (GCC names a deleted overload in its
+error, Clang in the note after it), each the library's own words.
+
+Both compiles are the front end's only (-fsyntax-only). Run by ctest, in
+parallel with the other tests: it touches nothing in the build tree.
 """
 import json
+import os
 import re
 import shlex
 import subprocess
 import sys
 
+LIBRARY_INCLUDE = re.compile(r'^\s*#\s*include\s*<(resilience/[^>]+)>', re.MULTILINE)
 
-def main():
-    commands, controls, source = sys.argv[1:4]
-    with open(source) as f:
-        first = f.readline()
-    if not first.startswith("// expect: "):
-        sys.exit(f"{source}:1: the first line must be `// expect: <pattern>`")
-    expect = first[len("// expect: "):].strip()
 
-    entry = next((e for e in json.load(open(commands)) if e["file"] == controls), None)
+def command_for(commands, file):
+    """The compile command of `file`, as a list, with its output dropped."""
+    entry = next((e for e in commands if e["file"] == file), None)
     if entry is None:
-        sys.exit(f"{commands} has no command for {controls}")
+        sys.exit(f"the compile commands have none for {file}")
     argv = shlex.split(entry["command"])
     out = argv.index("-o")
     del argv[out:out + 2]
-    argv[argv.index(controls)] = source
-    argv += ["-fsyntax-only", "-DRESILIENCE_MISUSE"]
+    return argv, entry["directory"]
 
-    done = subprocess.run(argv, cwd=entry["directory"], capture_output=True, text=True)
+
+def include_dirs(argv):
+    dirs = []
+    for i, arg in enumerate(argv):
+        if arg == "-I" and i + 1 < len(argv):
+            dirs.append(argv[i + 1])
+        elif arg.startswith("-I"):
+            dirs.append(arg[2:])
+    return dirs
+
+
+def reaches(source, header, dirs):
+    """Whether SOURCE's library #includes, followed through the library's
+    headers (which include one another unconditionally), reach `header`."""
+    seen = set()
+    with open(source) as f:
+        todo = LIBRARY_INCLUDE.findall(f.read())
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name == header:
+            return True
+        for d in dirs:
+            path = os.path.join(d, name)
+            if os.path.isfile(path):
+                with open(path) as f:
+                    todo += LIBRARY_INCLUDE.findall(f.read())
+                break
+    return False
+
+
+def without_precompiled_header(argv):
+    out = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "-include":
+            skip = True
+        elif arg != "-Winvalid-pch":
+            out.append(arg)
+    return out
+
+
+def main():
+    commands_file, controls, alone, alone_header, source = sys.argv[1:6]
+    expected = []
+    with open(source) as f:
+        for line in f:
+            if not line.startswith("// expect: "):
+                break
+            expected.append(line[len("// expect: "):].strip())
+    if not expected:
+        sys.exit(f"{source}:1: the first line must be `// expect: <pattern>`")
+    with open(commands_file) as f:
+        commands = json.load(f)
+
+    argv, directory = command_for(commands, alone)
+    if not reaches(source, alone_header, include_dirs(argv)):
+        argv = without_precompiled_header(argv)
+    argv[argv.index(alone)] = source
+    done = subprocess.run(argv + ["-fsyntax-only"], cwd=directory, capture_output=True, text=True)
+    if done.returncode != 0:
+        print(done.stdout + done.stderr)
+        sys.exit(f"{source}: its control (without RESILIENCE_MISUSE) does not compile on its own")
+
+    argv, directory = command_for(commands, controls)
+    argv[argv.index(controls)] = source
+    done = subprocess.run(argv + ["-fsyntax-only", "-DRESILIENCE_MISUSE"], cwd=directory, capture_output=True,
+                          text=True)
     output = done.stdout + done.stderr
     if done.returncode == 0:
         sys.exit(f"{source}: compiled with RESILIENCE_MISUSE; it must not")
-    if not re.search(expect, output):
+    matched = next((e for e in expected if re.search(e, output)), None)
+    if matched is None:
         print(output)
-        sys.exit(f"{source}: failed to compile, but no diagnostic matches `{expect}`")
-    print(f"refused as expected: {expect}")
+        sys.exit(f"{source}: failed to compile, but no diagnostic matches " + " or ".join(f"`{e}`" for e in expected))
+    print(f"compiles alone as it is; refused as expected: {matched}")
 
 
 main()

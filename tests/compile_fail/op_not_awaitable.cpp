@@ -1,4 +1,5 @@
-// expect: awaitable_op
+// expect: required for the satisfaction of .awaitable_op<Op>. \[with Op = 
+// expect: because .* does not satisfy 'awaitable_op'
 // An op must return asio::awaitable<T>: a plain value is refused at the call,
 // naming the concept it misses, not deep inside the retry loop.
 #include <resilience/retry.hpp>

@@ -1,4 +1,5 @@
-// expect: deleted
+// expect: use of deleted function .*resilience::http::guarded_handler<Handler, Clock>::operator\(\)\(resilience::http::server_request, const resilience::context&\) const &&
+// expect: call to deleted function call operator in type 'resilience::http::guarded_handler<handler>'[\s\S]*?resilience/http/server\.hpp:[0-9:]+ note: candidate function.* has been explicitly deleted
 // A guarded handler is shared state (its slots) that the call refers to: a
 // temporary one would be gone before the call ends.
 #include <resilience/http/server.hpp>
