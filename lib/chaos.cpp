@@ -33,12 +33,12 @@ bool chaos_options::decide(const context& ctx) const {
 
 basic_chaos<detail::inject_error> chaos_error(error_code ec, chaos_options options) {
   if (!ec.failed()) throw std::invalid_argument("chaos_error: error must be a failure, not success");
-  return {{ec}, std::move(options)};
+  return {{{}, ec}, std::move(options)};
 }
 
 basic_chaos<detail::inject_latency<steady_clock>> chaos_latency(duration latency, chaos_options options) {
   if (latency <= duration::zero()) throw std::invalid_argument("chaos_latency: latency must be positive");
-  return {{latency, steady_clock{}}, std::move(options)};
+  return {{{}, latency, steady_clock{}}, std::move(options)};
 }
 
 }  // namespace resilience

@@ -138,75 +138,44 @@ struct accepted_if_succeeded {
 namespace resilience {
 
 namespace detail {
-// A call through the throttle (impl/adaptive_throttle.hpp).
-template <class T, class Executor, class Op, class Classifier, class Clock>
-boost::asio::awaitable<T, Executor> throttle_call(Op op, adaptive_throttle_core* core, const Clock* clock,
-                                                  Classifier accepted, const context& ctx);
+// A call through the throttle judged by `accepted`, and by the default
+// classifier (impl/adaptive_throttle.hpp).
+template <class T, class Executor, class Op, class Clock, class Classifier>
+boost::asio::awaitable<T, Executor> stage_call(Op op, adaptive_throttle_core* core, const Clock* clock,
+                                               Classifier accepted, const context& ctx);
+template <class T, class Executor, class Op, class Clock>
+boost::asio::awaitable<T, Executor> stage_call(Op op, adaptive_throttle_core* core, const Clock* clock,
+                                               const context& ctx);
 }  // namespace detail
 
 // A stage that calls through a throttle, judging outcomes with its own
 // "accepted" classifier. Cheap to copy; refers to the throttle, which must
 // outlive it.
 template <class Classifier, class Clock>
-class throttle_stage : public stage_base<throttle_stage<Classifier, Clock>> {
- public:
-  // For pipeline(): it never waits, so it never outlasts a deadline.
-  static constexpr bool respects_deadline = true;
-
-  throttle_stage(detail::adaptive_throttle_core& core, const Clock& clock, Classifier c)
-      : core_(&core), clock_(&clock), accepted_(std::move(c)) {}
-
-  // For pipeline(): the clock the throttle reads, checked against the others.
-  const Clock& clock() const noexcept { return *clock_; }
-
- private:
-  friend stage_base<throttle_stage>;
-  template <class T, class Executor, class Op>
-  auto call(Op op, const context& parent) const {
-    return detail::throttle_call<T, Executor>(std::move(op), core_, clock_, accepted_, parent);
-  }
-  detail::adaptive_throttle_core* core_;
-  const Clock* clock_;
-  [[no_unique_address]] Classifier accepted_;
-};
+using throttle_stage = judged_stage<detail::adaptive_throttle_core, Classifier, Clock>;
 
 // run(op) and throttle(op) judge with the default classifier (a success is
 // an accept); stage(c) gives a stage with another.
 template <resilience::clock Clock = steady_clock>
-class basic_adaptive_throttle
-    : public shared_state_stage<basic_adaptive_throttle<Clock>, detail::adaptive_throttle_core, Clock> {
-  using base = typename basic_adaptive_throttle::shared_state_stage;
-  using base::clock_;
-  using base::core_;
-
+class basic_adaptive_throttle : public judged_state_stage<basic_adaptive_throttle<Clock>, detail::adaptive_throttle_core,
+                                                           Clock, accepted_if_succeeded> {
  public:
-  using base::base;  // (options = {}, clock = {})
-  // For pipeline(): it never waits, so it never outlasts a deadline.
-  static constexpr bool respects_deadline = true;
-  throttle_stage<accepted_if_succeeded, Clock> stage() const& { return {core_, clock_, {}}; }
-  template <class C>
-  throttle_stage<C, Clock> stage(C accepted) const& {
-    return {core_, clock_, std::move(accepted)};
-  }
-  // A stage refers to its throttle: one from a temporary would dangle.
-  void stage() const&& = delete;
-  template <class C>
-  void stage(C) const&& = delete;
+  using basic_adaptive_throttle::judged_state_stage::judged_state_stage;  // (options = {}, clock = {})
 
   // For callers that are not coroutines: whether a call may go now (a
   // rejection is counted and reported), then what it ended with.
   bool try_admit() const {
-    const auto refused = core_.refuse(detail::coarse_now(clock_));
-    if (refused && core_.options().on_throttled()) core_.options().on_throttled()(*refused);
+    const auto refused = this->core_.refuse(detail::coarse_now(this->clock_));
+    if (refused && this->core_.options().on_throttled()) this->core_.options().on_throttled()(*refused);
     return !refused;
   }
-  void record(bool accepted) const noexcept { core_.record(detail::coarse_now(clock_), accepted); }
+  void record(bool accepted) const noexcept { this->core_.record(detail::coarse_now(this->clock_), accepted); }
 
   // The probability a call made now would be rejected with.
-  double rejection_probability() const noexcept { return core_.probability(core_.counts(detail::coarse_now(clock_))); }
-  throttle_counts counts() const noexcept { return core_.counts(detail::coarse_now(clock_)); }
+  double rejection_probability() const noexcept { return this->core_.probability(this->core_.counts(detail::coarse_now(this->clock_))); }
+  throttle_counts counts() const noexcept { return this->core_.counts(detail::coarse_now(this->clock_)); }
   // Calls rejected since the throttle was made.
-  std::uint64_t rejections() const noexcept { return core_.rejections(); }
+  std::uint64_t rejections() const noexcept { return this->core_.rejections(); }
 
 };
 

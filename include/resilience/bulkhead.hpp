@@ -187,8 +187,6 @@ template <resilience::clock Clock = steady_clock>
 class basic_bulkhead : public shared_state_stage<basic_bulkhead<Clock>, detail::bulkhead_core, Clock> {
  public:
   using basic_bulkhead::shared_state_stage::shared_state_stage;  // (options = {}, clock = {})
-  // Not `respects_deadline`: a queued call's wait is bounded by max_wait,
-  // not by the context's deadline, so a deadline stage outside keeps its timer.
 
   // A slot now, if one is free and nobody waits; never queues, reports no
   // event. For callers that are not coroutines.

@@ -149,27 +149,25 @@ class chaos_options {
 
 namespace detail {
 
-struct inject_error {
-  static constexpr chaos_fault kind = chaos_fault::error;
+template <chaos_fault K>
+struct fault_of_kind {
+  static constexpr chaos_fault kind = K;
+};
+struct inject_error : fault_of_kind<chaos_fault::error> {
   error_code error;
 };
 template <class V>
-struct inject_outcome {
-  static constexpr chaos_fault kind = chaos_fault::outcome;
+struct inject_outcome : fault_of_kind<chaos_fault::outcome> {
   V value;
 };
 template <>
-struct inject_outcome<void> {
-  static constexpr chaos_fault kind = chaos_fault::outcome;
-};
+struct inject_outcome<void> : fault_of_kind<chaos_fault::outcome> {};
 template <class E>
-struct inject_exception {
-  static constexpr chaos_fault kind = chaos_fault::exception;
+struct inject_exception : fault_of_kind<chaos_fault::exception> {
   E exception;
 };
 template <class Clock>
-struct inject_latency {
-  static constexpr chaos_fault kind = chaos_fault::latency;
+struct inject_latency : fault_of_kind<chaos_fault::latency> {
   duration latency;
   [[no_unique_address]] Clock clock;
 };
@@ -209,7 +207,7 @@ class basic_chaos : public value_stage_base<basic_chaos<Fault>> {
     requires detail::is_latency<Fault>
   {
     using F = detail::inject_latency<K>;
-    return basic_chaos<F>(F{fault_.latency, std::move(k)}, options_);
+    return basic_chaos<F>(F{{}, fault_.latency, std::move(k)}, options_);
   }
 
   // The stage interface is value_stage_base's: run(op) holds a copy of this
@@ -230,7 +228,7 @@ basic_chaos<detail::inject_error> chaos_error(error_code ec, chaos_options optio
 // The call returns a copy of `value`, converted to the op's T.
 template <class V>
 basic_chaos<detail::inject_outcome<std::decay_t<V>>> chaos_outcome(V&& value, chaos_options options = {}) {
-  return {{std::forward<V>(value)}, std::move(options)};
+  return {{{}, std::forward<V>(value)}, std::move(options)};
 }
 // For a void op: the call succeeds without running it.
 inline basic_chaos<detail::inject_outcome<void>> chaos_outcome(chaos_options options = {}) {
@@ -244,7 +242,7 @@ basic_chaos<detail::inject_exception<std::decay_t<E>>> chaos_exception(E&& e, ch
   if constexpr (std::is_same_v<std::decay_t<E>, std::exception_ptr>) {
     if (!e) throw std::invalid_argument("chaos_exception: exception must not be null");
   }
-  return {{std::forward<E>(e)}, std::move(options)};
+  return {{{}, std::forward<E>(e)}, std::move(options)};
 }
 
 // The call waits `latency` (positive) on the steady clock, or on the clock

@@ -211,80 +211,55 @@ inline breaker_permit admit(breaker_core& core, const context* ctx) {
 using breaker_any_failure = any_failure;
 
 namespace detail {
-// A call through the breaker (impl/circuit_breaker.hpp).
-template <class T, class Executor, class Op, class Classifier>
-boost::asio::awaitable<T, Executor> breaker_call(Op op, breaker_core* core, Classifier classify, const context& ctx);
+// A call through the breaker judged by `classify`, and by the default
+// classifier (impl/circuit_breaker.hpp).
+template <class T, class Executor, class Op, class Clock, class Classifier>
+boost::asio::awaitable<T, Executor> stage_call(Op op, breaker_core* core, const Clock*, Classifier classify,
+                                               const context& ctx);
+template <class T, class Executor, class Op, class Clock>
+boost::asio::awaitable<T, Executor> stage_call(Op op, breaker_core* core, const Clock* clock, const context& ctx);
 }  // namespace detail
 
 // A stage that calls through a breaker, judging outcomes with its own
 // classifier. Cheap to copy; refers to the breaker, which must outlive it.
 template <class Classifier = breaker_any_failure, resilience::clock Clock = steady_clock>
-class breaker_stage : public stage_base<breaker_stage<Classifier, Clock>> {
- public:
-  // For pipeline(): this stage never waits past the context's deadline.
-  static constexpr bool respects_deadline = true;
-
-  breaker_stage(detail::breaker_core& core, Classifier c) : core_(&core), classifier_(std::move(c)) {}
-
-  // The breaker's clock: a pipeline checks that its stages agree on one.
-  const Clock& clock() const noexcept { return *core_->clock().template target<Clock>(); }
-
- private:
-  friend stage_base<breaker_stage>;
-  template <class T, class Executor, class Op>
-  auto call(Op op, const context& parent) const {
-    return detail::breaker_call<T, Executor>(std::move(op), core_, classifier_, parent);
-  }
-  detail::breaker_core* core_;  // its clock is a Clock: the breaker made it so
-  [[no_unique_address]] Classifier classifier_;
-};
+using breaker_stage = judged_stage<detail::breaker_core, Classifier, Clock>;
 
 // run(op) and breaker(op) judge with the default classifier; stage(c) gives
 // a stage with another.
 template <resilience::clock Clock = steady_clock>
 class basic_circuit_breaker
-    : public shared_state_stage<basic_circuit_breaker<Clock>, detail::breaker_core, Clock> {
-  using base = typename basic_circuit_breaker::shared_state_stage;
-  using base::core_;
-
+    : public judged_state_stage<basic_circuit_breaker<Clock>, detail::breaker_core, Clock, breaker_any_failure> {
  public:
-  using base::base;  // (options = {}, clock = {})
-  // For pipeline(): this stage never waits past the context's deadline.
-  static constexpr bool respects_deadline = true;
+  using basic_circuit_breaker::judged_state_stage::judged_state_stage;  // (options = {}, clock = {})
 
   // -- calls --
-
-  breaker_stage<breaker_any_failure, Clock> stage() const { return {core_, {}}; }
-  template <class C>
-  breaker_stage<C, Clock> stage(C classifier) const {
-    return {core_, std::move(classifier)};
-  }
 
   // The raw admit / record API, for callers that are not coroutines.
   // Throws what a callback (on_rejection, on_state_change) threw; no permit
   // is held then. With a context, the breaker's events go to its sink too.
-  breaker_permit try_acquire() const { return detail::admit(core_, nullptr); }
-  breaker_permit try_acquire(const context& ctx) const { return detail::admit(core_, &ctx); }
+  breaker_permit try_acquire() const { return detail::admit(this->core_, nullptr); }
+  breaker_permit try_acquire(const context& ctx) const { return detail::admit(this->core_, &ctx); }
 
   // -- manual control --
 
-  void isolate() { core_.move_to(circuit_state::isolated); }
+  void isolate() { this->core_.move_to(circuit_state::isolated); }
   // Closes it from any state, clearing the window and the failure run.
-  void reset() { core_.move_to(circuit_state::closed); }
+  void reset() { this->core_.move_to(circuit_state::closed); }
   void close() { reset(); }
-  void disable() { core_.move_to(circuit_state::disabled); }
-  void metrics_only() { core_.move_to(circuit_state::metrics_only); }
+  void disable() { this->core_.move_to(circuit_state::disabled); }
+  void metrics_only() { this->core_.move_to(circuit_state::metrics_only); }
   // Makes time-based transitions that are due (open -> half_open after the
   // break, half_open -> open past half_open_limit) without waiting for a call.
-  void poll() const { core_.poll(); }
+  void poll() const { this->core_.poll(); }
 
   // -- introspection --
 
-  circuit_state state() const noexcept { return core_.state(); }
+  circuit_state state() const noexcept { return this->core_.state(); }
   // Zero when a call may go through now (closed, half-open), the rest of
   // the break when open, duration::max() when isolated.
-  duration time_until_probe() const noexcept { return core_.time_until_probe(); }
-  breaker_metrics metrics() const noexcept { return core_.metrics(); }
+  duration time_until_probe() const noexcept { return this->core_.time_until_probe(); }
+  breaker_metrics metrics() const noexcept { return this->core_.metrics(); }
 
 };
 

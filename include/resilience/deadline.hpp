@@ -68,13 +68,8 @@ class deadline {
 };
 
 template <class Clock = steady_clock>
-class basic_deadline_stage : public stage_base<basic_deadline_stage<Clock>> {
+class basic_deadline_stage : public stage_base<basic_deadline_stage<Clock>>, public detail::bounds_op_in_time {
  public:
-  // For pipeline(): this stage bounds the op it runs in time, and never waits
-  // past the context's deadline.
-  static constexpr bool bounds_op = true;
-  static constexpr bool respects_deadline = true;
-
   // Each call gets `budget` from when it starts.
   explicit basic_deadline_stage(duration budget, Clock clock = {}) : budget_(budget), clock_(std::move(clock)) {
     if (budget <= duration::zero()) throw std::invalid_argument("deadline_stage: budget must be positive");

@@ -102,28 +102,27 @@ inline constexpr std::size_t event_kind_count = 0
     RESILIENCE_EVENT_KINDS(RESILIENCE_EVENT_KIND_COUNT);
 #undef RESILIENCE_EVENT_KIND_COUNT
 
+namespace detail {
+struct event_kind_names {
+  const char* name;
+  const char* strategy;
+};
+constexpr event_kind_names names_of(event_kind k) noexcept {
+  switch (k) {
+#define RESILIENCE_EVENT_KIND_NAMES(kind, name, strategy) \
+  case event_kind::kind:                                  \
+    return {name, strategy};
+    RESILIENCE_EVENT_KINDS(RESILIENCE_EVENT_KIND_NAMES)
+#undef RESILIENCE_EVENT_KIND_NAMES
+  }
+  return {"unknown", "unknown"};
+}
+}  // namespace detail
+
 // The event's name as metrics label it ("on_retry", "on_circuit_opened", ...).
-constexpr const char* to_string(event_kind k) noexcept {
-  switch (k) {
-#define RESILIENCE_EVENT_KIND_NAME(kind, name, strategy) \
-  case event_kind::kind:                                 \
-    return name;
-    RESILIENCE_EVENT_KINDS(RESILIENCE_EVENT_KIND_NAME)
-#undef RESILIENCE_EVENT_KIND_NAME
-  }
-  return "unknown";
-}
+constexpr const char* to_string(event_kind k) noexcept { return detail::names_of(k).name; }
 // The strategy it belongs to ("retry", "circuit_breaker", "http_server", ...).
-constexpr const char* strategy_of(event_kind k) noexcept {
-  switch (k) {
-#define RESILIENCE_EVENT_KIND_STRATEGY(kind, name, strategy) \
-  case event_kind::kind:                                     \
-    return strategy;
-    RESILIENCE_EVENT_KINDS(RESILIENCE_EVENT_KIND_STRATEGY)
-#undef RESILIENCE_EVENT_KIND_STRATEGY
-  }
-  return "unknown";
-}
+constexpr const char* strategy_of(event_kind k) noexcept { return detail::names_of(k).strategy; }
 
 struct event {
   explicit event(event_kind k) noexcept : kind(k) {}

@@ -175,8 +175,6 @@ class basic_rate_limiter
     : public shared_state_stage<basic_rate_limiter<Clock>, detail::rate_limiter_core, Clock> {
  public:
   using basic_rate_limiter::shared_state_stage::shared_state_stage;  // (options = {}, clock = {})
-  // For pipeline(): no call waits for a permit past the context's deadline.
-  static constexpr bool respects_deadline = true;
 
   // A permit now, if one is free and nobody waits; never waits, reports no
   // event. For callers that are not coroutines. A permit is spent when

@@ -204,6 +204,15 @@ class run_as_call {
   }
 };
 
+namespace detail {
+// For pipeline(): a stage that bounds the op it runs in time (a timeout, a
+// deadline stage), and never waits past the context's deadline.
+struct bounds_op_in_time {
+  static constexpr bool bounds_op = true;
+  static constexpr bool respects_deadline = true;
+};
+}  // namespace detail
+
 // A strategy whose state every call shares (a breaker, a throttle, a
 // bulkhead, a limiter): it owns its clock and its core, a thread-safe
 // Core(Options) or Core(Options, clock_ref), and is neither copied nor moved,
@@ -215,16 +224,19 @@ class run_as_call {
 //   class basic_x : public shared_state_stage<basic_x<Clock>, detail::x_core, Clock> {
 //    public:
 //     using basic_x::shared_state_stage::shared_state_stage;
-//     static constexpr bool respects_deadline = true;  // if it never waits past the deadline
 //   };
 //   namespace detail {
 //   template <class T, class Executor, class Op, class Clock>
 //   boost::asio::awaitable<T, Executor> stage_call(Op op, x_core* core, const Clock* clock, context ctx);
 //   }
+//
+// The core says whether its calls ever wait past the context's deadline
+// (Core::respects_deadline), which a pipeline reads to drop a redundant timer.
 template <class S, class Core, class Clock>
 class shared_state_stage : public stage_base<S> {
  public:
   using clock_type = Clock;
+  static constexpr bool respects_deadline = Core::respects_deadline;
   using options_type = std::remove_cvref_t<decltype(std::declval<const Core&>().options())>;
 
   explicit shared_state_stage(options_type options = {}, Clock clock = {})
@@ -256,6 +268,54 @@ class shared_state_stage : public stage_base<S> {
       return Core(std::move(options));
     }
   }
+};
+
+// A stage that calls through a strategy's shared state with a classifier
+// of the caller's (breaker.stage(c), throttle.stage(c)): cheap to copy, it
+// refers to the strategy, which must outlive it. Its call is its core's
+// stage_call with the classifier.
+template <class Core, class Classifier, class Clock>
+class judged_stage : public stage_base<judged_stage<Core, Classifier, Clock>> {
+ public:
+  // For pipeline(): neither a breaker nor a throttle ever waits.
+  static constexpr bool respects_deadline = true;
+
+  judged_stage(Core& core, const Clock& clock, Classifier c) : core_(&core), clock_(&clock), classifier_(std::move(c)) {}
+
+  // For pipeline(): the clock the strategy reads, checked against the others.
+  const Clock& clock() const noexcept { return *clock_; }
+
+ private:
+  friend stage_base<judged_stage>;
+  template <class T, class Executor, class Op>
+  auto call(Op op, const context& parent) const {
+    return stage_call<T, Executor>(std::move(op), core_, clock_, classifier_, parent);
+  }
+  Core* core_;
+  const Clock* clock_;
+  [[no_unique_address]] Classifier classifier_;
+};
+
+// A shared-state strategy whose calls a classifier judges (a breaker, a
+// throttle): run(op) and strategy(op) judge with Default; stage(c) gives a
+// stage judging with the caller's classifier, stage() one with Default.
+template <class S, class Core, class Clock, class Default>
+class judged_state_stage : public shared_state_stage<S, Core, Clock> {
+ public:
+  using judged_state_stage::shared_state_stage::shared_state_stage;  // (options = {}, clock = {})
+
+  judged_stage<Core, Default, Clock> stage() const& { return {this->core_, this->clock_, {}}; }
+  template <class C>
+  judged_stage<Core, C, Clock> stage(C classifier) const& {
+    return {this->core_, this->clock_, std::move(classifier)};
+  }
+  // A stage refers to its strategy: one from a temporary would dangle.
+  void stage() const&& = delete;
+  template <class C>
+  void stage(C) const&& = delete;
+
+ protected:
+  ~judged_state_stage() = default;
 };
 
 // The holder reaches the call's coroutine as a prvalue: a copied_into_frame

@@ -38,13 +38,8 @@
 namespace resilience {
 
 template <class Clock = steady_clock>
-class basic_timeout : public stage_base<basic_timeout<Clock>> {
+class basic_timeout : public stage_base<basic_timeout<Clock>>, public detail::bounds_op_in_time {
  public:
-  // For pipeline(): this stage bounds the op it runs in time, and never waits
-  // past the context's deadline.
-  static constexpr bool bounds_op = true;
-  static constexpr bool respects_deadline = true;
-
   explicit basic_timeout(duration limit, Clock clock = {}) : limit_(limit), clock_(std::move(clock)) {
     if (limit <= duration::zero()) throw std::invalid_argument("timeout: duration must be positive");
   }

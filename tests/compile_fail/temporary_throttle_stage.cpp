@@ -1,5 +1,5 @@
-// expect: use of deleted function .*resilience::basic_adaptive_throttle<Clock>::stage\(\) const &&
-// expect: call to deleted member function 'stage'[\s\S]*?resilience/adaptive_throttle\.hpp:[0-9:]+ note: candidate function.* has been explicitly deleted
+// expect: use of deleted function .*resilience::judged_state_stage<S, Core, Clock, Default>::stage\(\) const &&
+// expect: call to deleted member function 'stage'[\s\S]*?resilience/stage\.hpp:[0-9:]+ note: candidate function.* has been explicitly deleted
 // A throttle's stage refers to the throttle: taken from a temporary it
 // would dangle at once.
 #include <resilience/adaptive_throttle.hpp>

@@ -109,6 +109,9 @@ class throttle_window {
 // The state a throttle's stages share: options, window, and the judgement.
 class adaptive_throttle_core {
  public:
+  // It never waits, so it never outlasts a deadline.
+  static constexpr bool respects_deadline = true;
+
   explicit adaptive_throttle_core(adaptive_throttle_options o);
   adaptive_throttle_core(const adaptive_throttle_core&) = delete;
   adaptive_throttle_core& operator=(const adaptive_throttle_core&) = delete;

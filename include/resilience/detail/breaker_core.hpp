@@ -98,6 +98,9 @@ struct breaker_ticket {
 
 class breaker_core {
  public:
+  // It never waits, so it never outlasts a deadline.
+  static constexpr bool respects_deadline = true;
+
   enum class result : std::uint8_t { success, failure, neither };
 
   breaker_core(breaker_options options, clock_ref clock);

@@ -31,6 +31,10 @@ struct bulkhead_waiter {
 // one. The waiting count and the queue change only under the mutex.
 class bulkhead_core {
  public:
+  // A queued call's wait is bounded by max_wait, not by the context's
+  // deadline: a deadline stage outside keeps its timer.
+  static constexpr bool respects_deadline = false;
+
   explicit bulkhead_core(bulkhead_options o) : options_(std::move(o)) {}
   bulkhead_core(const bulkhead_core&) = delete;
   bulkhead_core& operator=(const bulkhead_core&) = delete;

@@ -40,6 +40,9 @@ struct rate_limit_turn {
 // The shared state: the algorithm's books and the waiters' queue.
 class rate_limiter_core {
  public:
+  // No call waits for a permit past the context's deadline.
+  static constexpr bool respects_deadline = true;
+
   explicit rate_limiter_core(rate_limiter_options o);
   ~rate_limiter_core();
   rate_limiter_core(const rate_limiter_core&) = delete;

@@ -99,12 +99,8 @@ class guarded_handler {
   mutable resilience::detail::bulkhead_core slots_;  // a bulkhead without a queue
 };
 
-template <class Handler, class Clock>
-guarded_handler(Handler, server_options, Clock) -> guarded_handler<Handler, Clock>;
-template <class Handler>
-guarded_handler(Handler, server_options) -> guarded_handler<Handler>;
-template <class Handler>
-guarded_handler(Handler) -> guarded_handler<Handler>;
+template <class Handler, class Clock = steady_clock>
+guarded_handler(Handler, server_options = {}, Clock = {}) -> guarded_handler<Handler, Clock>;
 
 }  // namespace resilience::http
 

@@ -303,12 +303,8 @@ class server {
   time_point drain_started_{};  // the grace counts from here
 };
 
-template <class Handler, class Clock>
-server(Handler, server_options, Clock) -> server<Handler, Clock>;
-template <class Handler>
-server(Handler, server_options) -> server<Handler>;
-template <class Handler>
-server(Handler) -> server<Handler>;
+template <class Handler, class Clock = steady_clock>
+server(Handler, server_options = {}, Clock = {}) -> server<Handler, Clock>;
 
 }  // namespace resilience::http
 

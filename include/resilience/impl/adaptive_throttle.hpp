@@ -47,18 +47,17 @@ struct throttle_gate {
   }
 };
 
-template <class T, class Executor, class Op, class Classifier, class Clock>
-boost::asio::awaitable<T, Executor> throttle_call(Op op, adaptive_throttle_core* core, const Clock* clock,
-                                                  Classifier accepted, const context& ctx) {
+template <class T, class Executor, class Op, class Clock, class Classifier>
+boost::asio::awaitable<T, Executor> stage_call(Op op, adaptive_throttle_core* core, const Clock* clock,
+                                               Classifier accepted, const context& ctx) {
   return gated_call<T, Executor>(std::move(op), throttle_gate<Classifier, Clock>{core, clock, std::move(accepted)},
                                  ctx);
 }
 
-// The throttle used as a stage: its default classifier.
 template <class T, class Executor, class Op, class Clock>
 boost::asio::awaitable<T, Executor> stage_call(Op op, adaptive_throttle_core* core, const Clock* clock,
                                                const context& ctx) {
-  return throttle_call<T, Executor>(std::move(op), core, clock, accepted_if_succeeded{}, ctx);
+  return stage_call<T, Executor>(std::move(op), core, clock, accepted_if_succeeded{}, ctx);
 }
 
 }  // namespace detail

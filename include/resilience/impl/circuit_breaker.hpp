@@ -40,15 +40,15 @@ struct breaker_gate {
   }
 };
 
-template <class T, class Executor, class Op, class Classifier>
-boost::asio::awaitable<T, Executor> breaker_call(Op op, breaker_core* core, Classifier classify, const context& ctx) {
+template <class T, class Executor, class Op, class Clock, class Classifier>
+boost::asio::awaitable<T, Executor> stage_call(Op op, breaker_core* core, const Clock*, Classifier classify,
+                                               const context& ctx) {
   return gated_call<T, Executor>(std::move(op), breaker_gate<Classifier>{core, std::move(classify), {}}, ctx);
 }
 
-// The breaker used as a stage: its default classifier.
 template <class T, class Executor, class Op, class Clock>
-boost::asio::awaitable<T, Executor> stage_call(Op op, breaker_core* core, const Clock*, const context& ctx) {
-  return breaker_call<T, Executor>(std::move(op), core, breaker_any_failure{}, ctx);
+boost::asio::awaitable<T, Executor> stage_call(Op op, breaker_core* core, const Clock* clock, const context& ctx) {
+  return stage_call<T, Executor>(std::move(op), core, clock, breaker_any_failure{}, ctx);
 }
 
 }  // namespace detail

@@ -67,10 +67,8 @@ boost::asio::awaitable<T, Executor> fallback_call(Op op, Held held, context ctx)
       static_assert(std::is_convertible_v<U, T>, "the fallback op's value must convert to the op's value type");
       co_return T(co_await invoke_fallback(action.op, *first, ctx));
     }
-  } else if constexpr (std::is_void_v<T>) {
-    stand_in<void>(action);
   } else {
-    co_return stand_in<T>(action);
+    co_return stand_in<T>(action);  // nothing, for a void op
   }
 }
 

@@ -267,8 +267,7 @@ class limiter_core {
 
 // A call with a permit (redis/impl/fleet_limiter.hpp).
 template <class T, class Executor, class Op, class Clock>
-boost::asio::awaitable<T, Executor> redis_limited_call(Op op, limiter_core* core, const Clock* clock,
-                                                       context ctx);
+boost::asio::awaitable<T, Executor> stage_call(Op op, limiter_core* core, const Clock* clock, context ctx);
 
 }  // namespace detail
 
@@ -305,8 +304,7 @@ class basic_fleet_limiter : public stage_base<basic_fleet_limiter<Clock>> {
   friend stage_base<basic_fleet_limiter>;
   template <class T, class Executor, class Op>
   auto call(Op op, const context& parent) const {
-    return detail::redis_limited_call<T, Executor>(
-        std::move(op), core_.get(), &clock_, parent);
+    return detail::stage_call<T, Executor>(std::move(op), core_.get(), &clock_, parent);
   }
   Clock clock_;
   std::shared_ptr<detail::limiter_core> core_;

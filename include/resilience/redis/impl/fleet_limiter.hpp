@@ -36,8 +36,7 @@ auto async_refill(limiter_core* core, time_point now) {
 }
 
 template <class T, class Executor, class Op, class Clock>
-boost::asio::awaitable<T, Executor> redis_limited_call(Op op, limiter_core* core, const Clock* clock,
-                                                       context ctx) {
+boost::asio::awaitable<T, Executor> stage_call(Op op, limiter_core* core, const Clock* clock, context ctx) {
   const time_point give_up = saturating_add(clock->now(), core->options().max_wait());
   for (;;) {
     const time_point now = clock->now();
