@@ -6,7 +6,13 @@
 // 1.3 GB to compile at -O2.)
 #include "http_client_support.hpp"
 
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <future>
+#include <optional>
 #include <set>
+#include <utility>
 
 BOOST_AUTO_TEST_SUITE(http_client_calls)
 
@@ -25,6 +31,56 @@ BOOST_AUTO_TEST_CASE(cancelled_while_reading_ends_aborted_and_closes_the_connect
   BOOST_TEST((error_of(done) == asio::error::operation_aborted));
   BOOST_TEST(c.pool().open_connections(srv.at()) == 0u);
   BOOST_TEST(srv.requests == 1);  // not retried
+}
+
+// async_request: the same call through any completion token, with the
+// cancellation a coroutine caller has.
+BOOST_AUTO_TEST_CASE(async_request_completes_through_any_completion_token) {
+  using response = bhttp::response<bhttp::string_body>;
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 2 ? step{step::respond, 404} : n == 5 ? step{step::hang} : step{}; };
+  client_t c(quick(), clock);
+
+  std::optional<std::pair<error_code, unsigned>> called;  // a callback
+  c.async_request(io.get_executor(), srv.at(), get(),
+                  [&](error_code ec, response res) { called.emplace(ec, res.result_int()); });
+  BOOST_REQUIRE(run_until(io, [&] { return called.has_value(); }));
+  BOOST_TEST(!called->first);
+  BOOST_TEST(called->second == 200u);
+
+  std::future<response> future = c.async_request(io.get_executor(), srv.at(), get(), asio::use_future);
+  BOOST_REQUIRE(run_until(io, [&] { return future.wait_for(0s) == std::future_status::ready; }));
+  BOOST_TEST(future.get().result_int() == 404u, "a final response of any status is the result");
+
+  auto later = c.async_request(io.get_executor(), srv.at(), get(), asio::deferred);
+  run_ready(io);
+  BOOST_TEST(srv.requests == 2, "deferred: not sent until launched");
+  std::optional<unsigned> launched;
+  std::move(later)([&](error_code, response res) { launched = res.result_int(); });
+  BOOST_REQUIRE(run_until(io, [&] { return launched.has_value(); }));
+  BOOST_TEST(*launched == 200u);
+
+  // Inside a coroutine, with the caller's context: its deadline bounds it.
+  completion<response> awaited;
+  resilience::context parent;
+  parent.deadline = clock.now() + 10s;
+  spawn(io, c.async_request(io.get_executor(), srv.at(), get(), parent, asio::use_awaitable), awaited);
+  BOOST_REQUIRE(run_until(io, [&] { return awaited.done(); }));
+  BOOST_REQUIRE(awaited.value);
+  BOOST_TEST(awaited.value->result_int() == 200u);
+
+  // Cancelled through the token's slot, while the server holds the answer.
+  asio::cancellation_signal cancel;
+  std::optional<error_code> cancelled;
+  c.async_request(io.get_executor(), srv.at(), get(),
+                  asio::bind_cancellation_slot(cancel.slot(), [&](error_code ec, response) { cancelled = ec; }));
+  BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 5; }));
+  cancel.emit(asio::cancellation_type::terminal);
+  BOOST_REQUIRE(run_until(io, [&] { return cancelled.has_value(); }));
+  BOOST_TEST((*cancelled == asio::error::operation_aborted));
+  BOOST_TEST(srv.requests == 5, "not retried");
 }
 
 BOOST_AUTO_TEST_CASE(cancelled_while_waiting_to_retry_ends_aborted) {
