@@ -1,4 +1,5 @@
 // expect: a classifier is callable as bool
+// strategy: retry
 // A classifier that cannot take the op's outcome is refused with a sentence
 // saying which shapes are accepted.
 #include <resilience/retry.hpp>

@@ -1,4 +1,5 @@
 // expect: must convert to the op's value type
+// strategy: fallback
 // A fallback value stands in for the op's own value: one that cannot become
 // it is refused where the stage is applied, not at run time.
 #include <resilience/fallback.hpp>

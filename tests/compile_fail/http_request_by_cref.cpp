@@ -1,4 +1,5 @@
 // expect: pass std::ref\(request\), or the request itself
+// strategy: http_client
 // The client sets Host, Content-Length and the deadline header on a request
 // it refers to: a const one, by std::cref, cannot take them.
 #include <resilience/http/client.hpp>

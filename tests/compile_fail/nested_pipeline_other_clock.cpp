@@ -1,4 +1,5 @@
 // expect: must read the same clock type
+// strategy: retry
 // A pipeline nested in another is one more stage: its clock must be the
 // outer stages' clock, or calls would end with deadline_exceeded unrun.
 #include <resilience/pipeline.hpp>

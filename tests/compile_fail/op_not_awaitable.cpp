@@ -1,5 +1,6 @@
 // expect: required for the satisfaction of .awaitable_op<Op>. \[with Op = 
 // expect: because .* does not satisfy 'awaitable_op'
+// strategy: retry
 // An op must return asio::awaitable<T>: a plain value is refused at the call,
 // naming the concept it misses, not deep inside the retry loop.
 #include <resilience/retry.hpp>

@@ -1,4 +1,5 @@
 // expect: must read the same clock type
+// strategy: circuit_breaker
 // A breaker keeps its own clock; the stages that take one are put on it with
 // pipeline(...).clock(c). Without that, the call would mix two clocks.
 #include <resilience/circuit_breaker.hpp>

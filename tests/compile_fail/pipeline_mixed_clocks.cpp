@@ -1,4 +1,5 @@
 // expect: must read the same clock type
+// strategy: retry, timeout
 // A call has one clock: a manual clock in one stage and the steady clock in
 // another would end calls with deadline_exceeded before the op ran.
 #include <resilience/pipeline.hpp>

@@ -1,4 +1,5 @@
 // expect: must read the same clock type
+// strategy: circuit_breaker
 // A breaker from a registry on the steady clock, in a pipeline on a manual
 // clock, would keep its breaks on another time than the calls it guards.
 #include <resilience/breaker_registry.hpp>

@@ -1,5 +1,6 @@
 // expect: use of deleted function .*resilience::http::server<Handler, Clock>::run\(boost::asio::ip::tcp::acceptor&&\) &
 // expect: call to deleted member function 'run'[\s\S]*?resilience/http/server\.hpp:[0-9:]+ note: candidate function.* has been explicitly deleted
+// strategy: http_server
 // A running server keeps a reference to its acceptor (drain closes it): not to
 // a temporary, which would be gone before the first connection.
 #include <resilience/http/server.hpp>

@@ -1,4 +1,5 @@
 // expect: must outlive the pipeline
+// strategy: circuit_breaker
 // The same mistake in a pipeline built at run time.
 #include <resilience/any_pipeline.hpp>
 #include <resilience/circuit_breaker.hpp>

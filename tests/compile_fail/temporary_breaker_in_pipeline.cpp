@@ -1,4 +1,5 @@
 // expect: must outlive the pipeline
+// strategy: circuit_breaker
 // A pipeline references a stage that cannot be copied: a temporary breaker
 // would be destroyed before the first call.
 #include <resilience/circuit_breaker.hpp>

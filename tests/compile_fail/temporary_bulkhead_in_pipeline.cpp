@@ -1,4 +1,5 @@
 // expect: must outlive the pipeline
+// strategy: bulkhead
 // A bulkhead is shared state: a pipeline refers to it, so a temporary one
 // would be gone before the first call.
 #include <resilience/bulkhead.hpp>

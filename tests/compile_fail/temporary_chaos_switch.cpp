@@ -1,5 +1,6 @@
 // expect: use of deleted function .*resilience::chaos_options::enabled_by\(const resilience::chaos_switch&&\) const
 // expect: call to deleted member function 'enabled_by'[\s\S]*?resilience/chaos\.hpp:[0-9:]+ note: candidate function.* has been explicitly deleted
+// strategy: chaos
 // Chaos options refer to their switch, shared by every stage built with
 // them: not to a temporary, which would be gone before the first call.
 #include <resilience/chaos.hpp>

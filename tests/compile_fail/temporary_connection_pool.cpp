@@ -1,5 +1,6 @@
 // expect: use of deleted function .*resilience::http::basic_connection_pool<Clock>::acquire\(resilience::http::endpoint, resilience::time_point\) &&
 // expect: call to deleted member function 'acquire'[\s\S]*?resilience/http/connection_pool\.hpp:[0-9:]+ note: candidate function.* has been explicitly deleted
+// strategy: http_client
 // A lease refers to its pool: acquiring from a temporary pool would leave
 // the lease pointing at nothing.
 #include <resilience/http/connection_pool.hpp>

@@ -1,4 +1,5 @@
 // expect: must outlive the pipeline
+// strategy: fleet_rate_limiter
 // A fleet-wide limiter holds the lease and the connection to Redis: a
 // pipeline refers to it, so a temporary one would be gone before the first
 // call.

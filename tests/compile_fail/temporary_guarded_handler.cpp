@@ -1,5 +1,6 @@
 // expect: use of deleted function .*resilience::http::guarded_handler<Handler, Clock>::operator\(\)\(resilience::http::server_request, const resilience::context&\) const &&
-// expect: call to deleted function call operator in type 'resilience::http::guarded_handler<handler>'[\s\S]*?resilience/http/server\.hpp:[0-9:]+ note: candidate function.* has been explicitly deleted
+// expect: call to deleted function call operator in type 'resilience::http::guarded_handler<handler>'[\s\S]*?resilience/http/guarded_handler\.hpp:[0-9:]+ note: candidate function.* has been explicitly deleted
+// strategy: http_server
 // A guarded handler is shared state (its slots) that the call refers to: a
 // temporary one would be gone before the call ends.
 #include <resilience/http/server.hpp>

@@ -1,5 +1,6 @@
 // expect: use of deleted function .*resilience::basic_hedging_policy<.*>::budget\(B&&\) const requires !\(is_lvalue_reference_v<B>\)
 // expect: call to deleted member function 'budget'[\s\S]*?resilience/hedging\.hpp:[0-9:]+ note: candidate function.* has been explicitly deleted
+// strategy: hedging
 // A hedging policy refers to its retry budget, shared by every call: not to
 // a temporary, which would be gone before the first hedge.
 #include <resilience/hedging.hpp>

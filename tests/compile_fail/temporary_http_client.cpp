@@ -1,4 +1,5 @@
 // expect: a client must outlive its calls
+// strategy: http_client
 // A request's coroutine refers to its client (the pool, the breakers), so a
 // temporary client would be gone before the first byte is written.
 #include <resilience/http/client.hpp>

@@ -1,4 +1,5 @@
 // expect: async_run: a stage with shared state .* must outlive the call
+// strategy: rate_limiter
 // async_run refers to a stage with shared state: a temporary rate limiter
 // would be gone before the call ends.
 #include <resilience/async_run.hpp>

@@ -1,5 +1,6 @@
 // expect: use of deleted function .*resilience::http::with_metrics_page\(const resilience::metrics&&, std::string, Handler\)
 // expect: call to deleted function 'with_metrics_page'[\s\S]*?resilience/http/metrics_page\.hpp:[0-9:]+ note: candidate function.* has been explicitly deleted
+// strategy: http_server
 // The metrics page refers to its registry: a temporary one would be gone
 // before the first request.
 #include <resilience/http/metrics_page.hpp>

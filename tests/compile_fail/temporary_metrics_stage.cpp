@@ -1,5 +1,6 @@
 // expect: use of deleted function .*resilience::metrics::stage\(std::string_view\) &&
 // expect: call to deleted member function 'stage'[\s\S]*?resilience/metrics\.hpp:[0-9:]+ note: candidate function.* has been explicitly deleted
+// strategy: retry
 // A metered stage and the event hooks refer to their registry's counters: a
 // temporary registry would be gone before the first call.
 #include <resilience/metrics.hpp>

@@ -1,5 +1,6 @@
 // expect: use of deleted function .*resilience::pipeline<Stored>::run_referenced\(Op, const resilience::context&\) &&
 // expect: call to deleted member function 'run_referenced'[\s\S]*?resilience/pipeline\.hpp:[0-9:]+ note: candidate function.* has been explicitly deleted
+// strategy: retry
 // A stage or pipeline named by an lvalue is copied into each call, unless
 // run_referenced() is asked to refer to it: then it must outlive the call,
 // and a temporary cannot.

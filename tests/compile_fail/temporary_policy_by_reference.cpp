@@ -1,5 +1,6 @@
 // expect: use of deleted function .*std::cref\(const _Tp&&\) \[with _Tp = resilience::basic_retry_policy<>\]
 // expect: call to deleted function 'cref'[\s\S]*?bits/refwrap\.h:[0-9:]+ note: candidate function.* has been explicitly deleted
+// strategy: retry
 // co_retry copies a policy into the call, unless told to refer to it with
 // std::cref: then the policy must outlive the call, and a temporary cannot.
 // The refusal is std::cref's own (its deleted overload for an rvalue): the

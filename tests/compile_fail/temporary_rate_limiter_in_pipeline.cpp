@@ -1,4 +1,5 @@
 // expect: must outlive the pipeline
+// strategy: rate_limiter
 // A rate limiter is shared state: a pipeline refers to it, so a temporary
 // one would be gone before the first call.
 #include <resilience/pipeline.hpp>

@@ -1,4 +1,5 @@
 // expect: must outlive the pipeline
+// strategy: adaptive_throttle
 // An adaptive throttle is shared state: a pipeline refers to it, so a
 // temporary one would be gone before the first call.
 #include <resilience/adaptive_throttle.hpp>

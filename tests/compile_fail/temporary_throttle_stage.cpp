@@ -1,5 +1,6 @@
 // expect: use of deleted function .*resilience::judged_state_stage<S, Core, Clock, Default>::stage\(\) const &&
 // expect: call to deleted member function 'stage'[\s\S]*?resilience/stage\.hpp:[0-9:]+ note: candidate function.* has been explicitly deleted
+// strategy: adaptive_throttle
 // A throttle's stage refers to the throttle: taken from a temporary it
 // would dangle at once.
 #include <resilience/adaptive_throttle.hpp>
