@@ -21,6 +21,7 @@ class category final : public boost::system::error_category {
       case error::bulkhead_full: return "bulkhead is full";
       case error::rate_limited: return "rate limit reached";
       case error::throttled: return "rejected by adaptive throttling";
+      case error::no_replica: return "no replica to send to";
     }
     return "unknown resilience error";
   }

@@ -50,7 +50,7 @@ asio::awaitable<void> serve_ok(beast::tcp_stream stream) {
   }
 }
 
-asio::awaitable<void> accept_ok(tcp::acceptor* acceptor) {
+[[maybe_unused]] asio::awaitable<void> accept_ok(tcp::acceptor* acceptor) {
   for (;;) {
     auto [ec, socket] = co_await acceptor->async_accept(asio::as_tuple(asio::use_awaitable));
     if (ec) co_return;

@@ -84,8 +84,13 @@ const char* to_string(call_outcome o) noexcept;
   X(fallback, "on_fallback", "fallback")                                                                 \
   /* chaos: a fault injected */                                                                          \
   X(fault_injected, "on_fault_injected", "chaos")                                                        \
-  /* http_client: an attempt waited `delay` for another call's Retry-After */                            \
+  /* http_client: an attempt waited `delay` for another call's Retry-After; an upstream's replica */     \
+  /* (`host`) ejected for `delay`, returned, added, removed */                                           \
   X(host_held, "on_host_held", "http_client")                                                            \
+  X(replica_ejected, "on_replica_ejected", "http_client")                                                \
+  X(replica_returned, "on_replica_returned", "http_client")                                              \
+  X(replica_added, "on_replica_added", "http_client")                                                    \
+  X(replica_removed, "on_replica_removed", "http_client")                                                \
   /* http_server */                                                                                      \
   X(shed, "on_shed", "http_server")                          /* 503: too many requests in flight */      \
   X(request_refused, "on_request_refused", "http_server")    /* `status` (400, 413, 431) */              \

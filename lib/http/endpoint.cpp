@@ -12,9 +12,10 @@ std::string endpoint::key() const {
   char digits[5];
   const auto length = static_cast<std::size_t>(std::to_chars(digits, digits + sizeof digits, port).ptr - digits);
   std::string k;
-  k.reserve(host.size() + 1 + length + (tls ? 4 : 0));
+  k.reserve(host.size() + 1 + length + (tls ? 4 : 0) + (address.empty() ? 0 : 1 + address.size()));
   k.append(host).append(1, ':').append(digits, length);
   if (tls) k.append(":tls");
+  if (!address.empty()) k.append(1, '@').append(address);
   return k;
 }
 

@@ -77,43 +77,64 @@ std::string otel_error_type(const error_code& ec) {
       case resilience::error::bulkhead_full: return "bulkhead_full";
       case resilience::error::rate_limited: return "rate_limited";
       case resilience::error::throttled: return "throttled";
+      case resilience::error::no_replica: return "no_replica";
     }
   }
   if (is_cancellation(ec)) return "cancelled";
   return std::string(ec.category().name()) + ':' + std::to_string(ec.value());
 }
 
-struct client_meter::state : series_cache {};
+struct client_meter::state {
+  series_cache calls;     // http.client.request.duration
+  series_cache attempts;  // resilience.http.client.attempt.duration
+};
 struct server_meter::state : series_cache {
   std::vector<metric_counter_ref> slow_clients;  // by client_phase
 };
 
 client_meter::client_meter(metrics& registry) : state_(std::make_shared<state>()) {
-  state_->registry = &registry;
-  state_->name = "http.client.request.duration";
-  state_->help = "Duration of HTTP client requests.";
+  state_->calls.registry = &registry;
+  state_->calls.name = "http.client.request.duration";
+  state_->calls.help = "Duration of HTTP client requests.";
+  state_->attempts.registry = &registry;
+  state_->attempts.name = "resilience.http.client.attempt.duration";
+  state_->attempts.help = "Duration of each attempt of an HTTP client call, by the replica it went to.";
 }
 
-void client_meter::operator()(const client_call_event& e) const {
-  const std::string error_type = e.status >= 400 ? std::to_string(e.status) : otel_error_type(e.error);
-  const char* method = otel_method(e.method);
-  const std::string_view host = e.to ? std::string_view(e.to->host) : std::string_view();
-  const std::string port = e.to ? std::to_string(e.to->port) : std::string();
-  const char* scheme = e.to && e.to->tls ? "https" : "http";
-  const std::string status = status_text(e.status);
+namespace {
+// One observation of a client call or attempt, labelled as OpenTelemetry's
+// http.client.request.duration is. server.address is where it went: a
+// replica found by resolving a name, by its address.
+void record_client(series_cache& into, boost::beast::http::verb v, const endpoint* to, unsigned status_code,
+                   const error_code& error, duration elapsed) {
+  const std::string error_type = status_code >= 400 ? std::to_string(status_code) : otel_error_type(error);
+  const char* method = otel_method(v);
+  const std::string_view host = !to ? std::string_view() : !to->address.empty() ? to->address : to->host;
+  const std::string port = to ? std::to_string(to->port) : std::string();
+  const char* scheme = to && to->tls ? "https" : "http";
+  const std::string status = status_text(status_code);
   thread_local std::string key;
   key.clear();
   for (const std::string_view part : {std::string_view(method), host, std::string_view(port), std::string_view(scheme),
                                       std::string_view(status), std::string_view(error_type)})
     key.append(part).append(1, '\n');
-  state_->record(
+  into.record(
       key,
       [&] {
         return metric_labels{{"http.request.method", method}, {"server.address", std::string(host)},
                              {"server.port", port},           {"url.scheme", scheme},
                              {"http.response.status_code", status}, {"error.type", error_type}};
       },
-      e.elapsed);
+      elapsed);
+}
+}  // namespace
+
+void client_meter::operator()(const client_call_event& e) const {
+  record_client(state_->calls, e.method, e.to, e.status, e.error, e.elapsed);
+}
+
+void client_meter::operator()(const client_attempt_event& e) const {
+  record_client(state_->attempts, e.method, e.to, e.status, e.error, e.elapsed);
 }
 
 server_meter::server_meter(metrics& registry) : state_(std::make_shared<state>()) {

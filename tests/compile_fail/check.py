@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""compile_fail/check.py COMPILE_COMMANDS CONTROLS ALONE ALONE_HEADER SOURCE
+"""compile_fail/check.py COMPILE_COMMANDS CONTROLS SOURCE ALONE=HEADER...
 
 First compiles SOURCE as it is (its control) on its own, with the command
-the build compiles ALONE with: a file that compiles only beside another
+the build compiles an ALONE with: a file that compiles only beside another
 file's #includes (as it does in CONTROLS, the generated file of every
-control) fails here. ALONE's precompiled header holds ALONE_HEADER (a
-library header such as resilience/context.hpp): it is used only when
-SOURCE's own library #includes reach that header anyway, so that it adds
-nothing SOURCE would not have included itself; otherwise the compile goes
-without it.
+control) fails here. Each ALONE is an empty file whose precompiled header
+holds HEADER (a library header such as resilience/pipeline.hpp): the first
+whose HEADER SOURCE's own library #includes reach is used, so that it adds
+nothing SOURCE would not have included itself; if none is reached, the
+compile goes without one.
 
 Then compiles SOURCE with RESILIENCE_MISUSE defined, using the command the
 build compiles CONTROLS with (its precompiled header holds every file's
@@ -87,7 +87,8 @@ def without_precompiled_header(argv):
 
 
 def main():
-    commands_file, controls, alone, alone_header, source = sys.argv[1:6]
+    commands_file, controls, source = sys.argv[1:4]
+    alones = [a.split("=", 1) for a in sys.argv[4:]]  # (empty file, its precompiled header), best first
     expected = []
     with open(source) as f:
         for line in f:
@@ -99,8 +100,10 @@ def main():
     with open(commands_file) as f:
         commands = json.load(f)
 
+    dirs = include_dirs(command_for(commands, alones[-1][0])[0])
+    alone, header = next(((a, h) for a, h in alones if reaches(source, h, dirs)), (alones[-1][0], None))
     argv, directory = command_for(commands, alone)
-    if not reaches(source, alone_header, include_dirs(argv)):
+    if header is None:
         argv = without_precompiled_header(argv)
     argv[argv.index(alone)] = source
     done = subprocess.run(argv + ["-fsyntax-only"], cwd=directory, capture_output=True, text=True)

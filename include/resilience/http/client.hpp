@@ -44,23 +44,21 @@
 // above), throttled. Cancelling the caller ends it with operation_aborted. A TLS
 // failure (an untrusted certificate) is never retried.
 //
+// A call goes to an endpoint, or to an upstream's replicas (upstream.hpp):
+// each attempt to one replica, a retry to one not tried yet, each replica
+// with its own breaker, throttle, hold and connections.
+//
 // Before each attempt writes its first byte it marks
 // http::request_may_have_been_sent; each attempt sends the time left to the
 // server in deadline_header(), when one is set, less deadline_margin().
 // Connections are kept alive and reused per endpoint (connection_pool.hpp):
-// one whose exchange failed, timed out or was cancelled is closed, never
-// reused. A request that may be sent twice takes an idle connection without
-// checking it (a syscall); if the server had closed it, the exchange fails
-// before a byte of the answer, and the request goes once more within the
-// same attempt, on a connection checked or new. Other requests are sent only
-// on a connection checked first. The request is taken by value, the call keeping its own copy, or
-// by std::ref: then the call sets Host, Content-Length and the deadline
-// header on the caller's request, which must outlive the call and not be
-// used elsewhere meanwhile.
-//
-// Events: on_retry before each retry's wait (its delay, and whether that is
-// the server's Retry-After); on_call_finished as each call returns (how many
-// attempts it made, and how it ended).
+// one whose exchange failed, timed out or was cancelled is closed. A
+// request that may be sent twice takes an idle connection unchecked (a
+// syscall saved); if the server had closed it, the request goes once more
+// within the same attempt, on a connection checked or new. The request is
+// taken by value, or by std::ref: then the call sets Host, Content-Length
+// and the deadline header on the caller's request, which must outlive the
+// call and not be used elsewhere meanwhile.
 //
 // The client must outlive its calls and cannot be copied; request() on a
 // temporary does not compile. It is thread-safe; a call runs on its caller's
@@ -82,19 +80,27 @@
 #include <resilience/http/client_options.hpp>
 #include <resilience/http/deadline_header.hpp>
 #include <resilience/http/detail/host_holds.hpp>
+#include <resilience/http/detail/call_route.hpp>
 #include <resilience/http/detail/client_retry_hook.hpp>
 #include <resilience/http/detail/host_budget.hpp>
+#include <resilience/http/detail/upstream_core.hpp>
 #include <resilience/http/detail/host_tagged_events.hpp>
 #include <resilience/http/detail/message_support.hpp>
 #include <resilience/http/detail/per_host.hpp>
 #include <resilience/http/retry_after_delay.hpp>
+#include <resilience/http/upstream.hpp>
 #include <resilience/properties.hpp>
 #include <resilience/retry.hpp>
+#include <resilience/timeout.hpp>
 #include <resilience/testing/manual_clock.hpp>
 #include <resilience/detail/with_option.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/field.hpp>
@@ -106,6 +112,7 @@
 #include <boost/system/result.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <concepts>
 #include <cstdint>
@@ -161,10 +168,10 @@ class basic_client {
   // An endpoint with an empty host or port 0, or a CONNECT request, throws
   // std::invalid_argument here, before anything starts.
   template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields>
-  boost::asio::awaitable<result<ResBody>> request(endpoint to, boost::beast::http::request<ReqBody, Fields> req,
+  boost::asio::awaitable<result<ResBody>> request(destination to, boost::beast::http::request<ReqBody, Fields> req,
                                                   request_options options = {}) & {
     checked(to, req);
-    return call<ResBody>(std::move(to), std::move(req), context{}, options);
+    return call_to<ResBody>(std::move(to), std::move(req), context{}, options);
   }
   // The same, inside a caller's call: `parent` (a server handler's context,
   // an outer stage's) is the call's context, as a stage's is: its deadline
@@ -180,39 +187,39 @@ class basic_client {
   // {})` still means request_options.)
   template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields,
             std::same_as<context> Context>
-  boost::asio::awaitable<result<ResBody>> request(endpoint to, boost::beast::http::request<ReqBody, Fields> req,
+  boost::asio::awaitable<result<ResBody>> request(destination to, boost::beast::http::request<ReqBody, Fields> req,
                                                   const Context& parent, request_options options = {}) & {
     checked(to, req);
-    return call<ResBody>(std::move(to), std::move(req), parent, options);
+    return call_to<ResBody>(std::move(to), std::move(req), parent, options);
   }
   template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields,
             std::same_as<context> Context>
   boost::asio::awaitable<result<ResBody>> request(
-      endpoint to, std::reference_wrapper<boost::beast::http::request<ReqBody, Fields>> req, const Context& parent,
+      destination to, std::reference_wrapper<boost::beast::http::request<ReqBody, Fields>> req, const Context& parent,
       request_options options = {}) & {
     checked(to, req.get());
-    return call<ResBody>(std::move(to), req, parent, options);
+    return call_to<ResBody>(std::move(to), req, parent, options);
   }
   // Sends the caller's own request, without a copy: std::ref(req). The call
   // sets Host, Content-Length and the deadline header on it, so it must
   // outlive the call and not be used elsewhere meanwhile.
   template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields>
   boost::asio::awaitable<result<ResBody>> request(
-      endpoint to, std::reference_wrapper<boost::beast::http::request<ReqBody, Fields>> req,
+      destination to, std::reference_wrapper<boost::beast::http::request<ReqBody, Fields>> req,
       request_options options = {}) & {
     checked(to, req.get());
-    return call<ResBody>(std::move(to), req, context{}, options);
+    return call_to<ResBody>(std::move(to), req, context{}, options);
   }
   template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields>
   boost::asio::awaitable<result<ResBody>> request(
-      endpoint, std::reference_wrapper<const boost::beast::http::request<ReqBody, Fields>>,
+      destination, std::reference_wrapper<const boost::beast::http::request<ReqBody, Fields>>,
       request_options = {}) & {
     static_assert(detail::dependent_false<ResBody>,
                   "the call sets Host, Content-Length and the deadline header on a request it refers to: "
                   "pass std::ref(request), or the request itself (a copy)");
   }
   template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields>
-  boost::asio::awaitable<result<ResBody>> request(endpoint, boost::beast::http::request<ReqBody, Fields>,
+  boost::asio::awaitable<result<ResBody>> request(destination, boost::beast::http::request<ReqBody, Fields>,
                                                   request_options = {}) && {
     static_assert(detail::dependent_false<ResBody>,
                   "a client must outlive its calls: call request() on a named client, not a temporary");
@@ -230,20 +237,20 @@ class basic_client {
   //   auto res = client.async_request(io.get_executor(), to, req, ctx, asio::use_future).get();
   template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields,
             boost::asio::completion_token_for<void(error_code, response<ResBody>)> Token>
-  auto async_request(const boost::asio::any_io_executor& ex, endpoint to,
+  auto async_request(const boost::asio::any_io_executor& ex, destination to,
                      boost::beast::http::request<ReqBody, Fields> req, Token&& token) & {
     return async_request<ResBody>(ex, std::move(to), std::move(req), context{}, std::forward<Token>(token));
   }
   template <class ResBody = boost::beast::http::string_body, class ReqBody, class Fields, std::same_as<context> Context,
             boost::asio::completion_token_for<void(error_code, response<ResBody>)> Token>
-  auto async_request(const boost::asio::any_io_executor& ex, endpoint to,
+  auto async_request(const boost::asio::any_io_executor& ex, destination to,
                      boost::beast::http::request<ReqBody, Fields> req, const Context& parent, Token&& token) & {
     checked(to, req);
     return resilience::detail::spawn_result(
-        ex, call<ResBody>(std::move(to), std::move(req), parent, request_options{}), std::forward<Token>(token));
+        ex, call_to<ResBody>(std::move(to), std::move(req), parent, request_options{}), std::forward<Token>(token));
   }
   template <class ResBody = boost::beast::http::string_body, class... Args>
-  void async_request(const boost::asio::any_io_executor&, endpoint, Args&&...) && {
+  void async_request(const boost::asio::any_io_executor&, destination, Args&&...) && {
     static_assert(detail::dependent_false<ResBody>,
                   "a client must outlive its calls: call async_request() on a named client, not a temporary");
   }
@@ -269,64 +276,64 @@ class basic_client {
   // An endpoint built field by field skips its factory's checks; a CONNECT
   // would leave a tunnel, not a response, on a pooled connection.
   template <class Request>
-  static void checked(const endpoint& to, const Request& req);
+  static void checked(const destination& to, const Request& req);
+
+  // What a call's attempts share (http/detail/call_route.hpp).
+  using tally = detail::call_tally;
+  using upstream_route = detail::upstream_route<breaker_type>;
+  template <class Request>
+  using call_target = detail::call_target<Request, breaker_type>;
 
   // `held` is the request, or a reference_wrapper to the caller's.
   // Defined out of the class (impl/client.hpp), not inline: so that the
   // common calls declared extern below are not instantiated in a program's
   // translation units. So are the two coroutines below.
   template <class ResBody, class Held>
-  boost::asio::awaitable<result<ResBody>> call(endpoint to, Held held, context parent, request_options options);
-
-  // What a call counts over its attempts, for on_call_finished.
-  struct tally {
-    std::uint32_t attempts = 0;  // attempts that went past the breaker
-    duration held{};             // waited for other calls' Retry-After
-  };
-
-  // What every attempt of one call refers to, kept in the call's frame.
+  boost::asio::awaitable<result<ResBody>> call(endpoint to, Held held, context parent, request_options options,
+                                               upstream_route* route);
+  template <class ResBody, class Held>
+  boost::asio::awaitable<result<ResBody>> call_to(destination to, Held held, const context& parent,
+                                                  request_options options) {
+    if (const endpoint* single = to.single()) return call<ResBody>(*single, std::move(held), parent, options, nullptr);
+    return call_replicas<ResBody>(to.shared_replicas(), std::move(held), parent, options);
+  }
+  // An upstream's call and its attempts' routes (impl/client_upstream.hpp).
+  template <class ResBody, class Held>
+  boost::asio::awaitable<result<ResBody>> call_replicas(std::shared_ptr<detail::upstream_core> core, Held held,
+                                                        context parent, request_options options);
   template <class Request>
-  struct call_target {
-    const endpoint& to;
-    const std::string& key;
-    Request& req;
-    breaker_type& breaker;
-    resilience::detail::adaptive_throttle_core* throttle;
-    tally& counts;
-  };
-  // One attempt: the host's hold, the breaker's permit, a connection, then
-  // the exchange on it (a frame of its own: one frame of both would pass the
-  // 1,020 bytes that Asio's frame cache recycles, and be allocated on every
-  // attempt).
-  template <class ResBody, class Request>
-  boost::asio::awaitable<result<ResBody>> attempt(const call_target<Request>& target, const context& ctx);
+  error_code route_attempt(call_target<Request>& target, const context& ctx,
+                           const boost::asio::any_io_executor& executor, bool untried_only);
+  void report_upstream(detail::upstream_news& news, const std::shared_ptr<detail::upstream_core>& core,
+                       const context& ctx, const boost::asio::any_io_executor& executor);
+  template <class T>
+  void report_replica(upstream_route& route, const outcome<T>& out, time_point start, const context& ctx,
+                      const boost::asio::any_io_executor& executor);
 
-  // How an attempt ended, told to its host's breaker and throttle (a plain
-  // function: what it needs stays out of the attempt's frame).
+  // One attempt: the host's hold, the breaker's permit, a connection, then
+  // the exchange on it, in a frame of its own (one frame of both would pass
+  // the 1,020 bytes Asio's frame cache recycles).
+  template <class ResBody, class Request>
+  boost::asio::awaitable<result<ResBody>> attempt(call_target<Request>& target, const context& ctx);
+
+  // How an attempt ended, told to its host's breaker and throttle.
   template <class T>
   void judge(breaker_permit& permit, resilience::detail::adaptive_throttle_core* throttle, const outcome<T>& out,
              const context& ctx);
 
   // No idle connection: a wait for one, or a new one, into `lease`, under a
-  // bound of its own (the pool's wait is a coroutine, which no slot
-  // reaches). A frame of its own: attempts that reuse a connection do not
-  // carry this one's state in theirs.
+  // bound of its own; a frame of its own, off the reusing attempts' path.
   boost::asio::awaitable<error_code> acquire_into(std::optional<connection_lease>& lease, const endpoint& to,
                                                   const context& ctx, duration limit);
 
-  // A refusal (open breaker, throttle, a hold it cannot wait out) completes
-  // through the executor, never inline: a loop of refused calls yields.
-  // `throws`: the caller's throw_if_cancelled, which it has turned off.
+  // A refusal completes through the executor, never inline (a loop of
+  // refused calls yields); `throws`: the caller's throw_if_cancelled.
   static boost::asio::awaitable<error_code> refuse(error_code why, bool throws);
   boost::asio::awaitable<error_code> wait_out_holds(const std::string& key, const context& ctx, tally& counts);
 
-  // Before an attempt to a held host: the wait (the rest of the hold, and
-  // when Retry-After is jittered a spread of up to the hold's length on top),
-  // or error::rate_limited at once when the rest would pass
-  // max_retry_after() or reach `limit` (the deadline, or the attempt's
-  // bound); deadline_exceeded when the deadline has passed;
-  // operation_aborted if the caller cancels the wait. A frame of its own,
-  // off the common path.
+  // Before an attempt to a held host: the wait (the rest of the hold, and a
+  // spread on top when Retry-After is jittered), or error::rate_limited at
+  // once when it cannot be waited (impl/client_holds.hpp).
   boost::asio::awaitable<error_code> wait_for_host(const std::string& key, detail::host_hold hold, time_point limit,
                                                    const context& ctx, tally& counts);
 
@@ -334,19 +341,16 @@ class basic_client {
   template <class T>
   void note_hold(const std::string& key, const outcome<T>& o);
 
-  // When an attempt ends, and the error it then ends with.
-  struct bounded_by {
+  struct bounded_by {  // when an attempt ends, and the error it then ends with
     time_point at;
     error_code reason;
   };
 
   // The request written and the response read on one connection, before
-  // bound.at, with the outcome left in `out`. The reads and writes take the
-  // caller's own cancellation slot; the bound passing closes the socket
-  // under them (a connection that ran out of time is never reused), so no
-  // operation installs a handler of the bound's. True when the
-  // connection, taken without the peek (`unchecked`), proved closed by the
-  // server before it answered: the request may go once more.
+  // bound.at, the outcome left in `out`; the bound passing closes the
+  // socket under them. True when the connection, taken without the peek
+  // (`unchecked`), proved closed by the server before it answered: the
+  // request may go once more.
   template <class ResBody, class Request>
   boost::asio::awaitable<bool> exchange(connection_lease& lease, Request& req, const context& ctx,
                                         const bounded_by& limit, time_point now, bool unchecked,
@@ -362,7 +366,6 @@ class basic_client {
   std::optional<detail::per_host<resilience::detail::adaptive_throttle_core>> throttles_;  // with adaptive_throttle() only
   std::optional<detail::per_host<host_budget>> budgets_;                          // with budget_per_host() only
 };
-
 
 using client = basic_client<>;
 
@@ -386,7 +389,8 @@ using client = basic_client<>;
 #define RESILIENCE_HTTP_CLIENT_COMMON_CALLS(X) RESILIENCE_HTTP_CLIENT_COMMON_CALLS_ON(X, steady_clock)
 #define RESILIENCE_HTTP_CLIENT_CALL(Clock, Held)                                                  \
   template boost::asio::awaitable<basic_client<Clock>::result<boost::beast::http::string_body>>  \
-  basic_client<Clock>::call<boost::beast::http::string_body, Held>(endpoint, Held, context, request_options);
+  basic_client<Clock>::call<boost::beast::http::string_body, Held>(endpoint, Held, context, request_options,   \
+                                                                   upstream_route*);
 #define RESILIENCE_HTTP_CLIENT_EXTERN_CALL(Clock, Held) extern RESILIENCE_HTTP_CLIENT_CALL(Clock, Held)
 RESILIENCE_HTTP_CLIENT_COMMON_CALLS(RESILIENCE_HTTP_CLIENT_EXTERN_CALL)
 #undef RESILIENCE_HTTP_CLIENT_EXTERN_CALL

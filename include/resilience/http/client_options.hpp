@@ -27,6 +27,7 @@
 #include <functional>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -59,11 +60,26 @@ struct client_call_event {
   error_code error;        // what ended the call, if not a response
   unsigned status;         // the response's status, 0 without one
   boost::beast::http::verb method = boost::beast::http::verb::unknown;
-  const endpoint* to = nullptr;  // where it went; valid during the callback only
+  const endpoint* to = nullptr;  // where it went (an upstream's: the last replica); valid during the callback only
   duration elapsed{};            // the whole call, waits included, on the client's clock
   // Of `elapsed`, waited for a Retry-After another call got from this host
   // (client_options::max_host_hold).
   duration held{};
+  // The upstream it went to (upstream.hpp), empty for an endpoint; valid
+  // during the callback only.
+  std::string_view upstream{};
+};
+
+// What on_attempt_finished reports, once per attempt that reached its
+// connection (an HTTP request sent, or the failure to send it).
+struct client_attempt_event {
+  std::uint32_t attempt;  // 1-based
+  error_code error;       // what ended it, if not a response
+  unsigned status;        // the response's status, 0 without one
+  boost::beast::http::verb method = boost::beast::http::verb::unknown;
+  const endpoint* to = nullptr;  // where it went (an upstream's replica); valid during the callback only
+  duration elapsed{};            // the attempt: its connection, the request written, the response read
+  std::string_view upstream{};   // the upstream's name, empty for an endpoint
 };
 
 class client_options {
@@ -241,6 +257,12 @@ class client_options {
   client_options on_call_finished(std::function<void(const client_call_event&)> f) const {
     return resilience::detail::with_option(*this, &client_options::on_finished_, std::move(f));
   }
+  // Runs on the calling coroutine's executor as each attempt ends that got
+  // past the breaker (per-replica durations: http::client_meter). Must not
+  // throw.
+  client_options on_attempt_finished(std::function<void(const client_attempt_event&)> f) const {
+    return resilience::detail::with_option(*this, &client_options::on_attempt_, std::move(f));
+  }
   // Where the client's calls report their events (event.hpp: retries,
   // budget refusals, the breakers' and the throttle's, attempt timeouts,
   // host holds): this sink, else the caller's (request(to, req, ctx) with a
@@ -271,6 +293,7 @@ class client_options {
   const connection_pool_options& pool() const noexcept { return pool_; }
   const std::function<void(const client_retry_event&)>& on_retry() const noexcept { return on_retry_; }
   const std::function<void(const client_call_event&)>& on_call_finished() const noexcept { return on_finished_; }
+  const std::function<void(const client_attempt_event&)>& on_attempt_finished() const noexcept { return on_attempt_; }
   const resilience::detail::budget_ref& budget() const noexcept { return budget_; }
   // What budget_per_host() set: std::monostate when it was not.
   using host_budget_settings = std::variant<std::monostate, retry_token_budget_settings, retry_ratio_budget_options>;
@@ -301,6 +324,7 @@ class client_options {
   connection_pool_options pool_;
   std::function<void(const client_retry_event&)> on_retry_;
   std::function<void(const client_call_event&)> on_finished_;
+  std::function<void(const client_attempt_event&)> on_attempt_;
   resilience::detail::budget_ref budget_;
   host_budget_settings host_budget_;
   std::function<void(const budget_refusal&)> on_budget_refused_;

@@ -20,13 +20,17 @@ struct endpoint {
   std::string host;
   std::uint16_t port = 80;
   bool tls = false;
+  // Where to connect instead of resolving `host`: an address `host` resolved
+  // to (an upstream's replica, upstream.hpp). The Host header, SNI and the
+  // certificate's check still use `host`. Empty: resolve `host`.
+  std::string address{};
 
   // Throw std::invalid_argument for an empty host, a host with a byte no
   // name or address has (a control character, a space, one of "/?#@[]\\":
   // an IPv6 literal is given bare, "::1", and bracketed where it is written),
   // or port 0.
-  static endpoint http(std::string host, std::uint16_t port = 80) { return validated({std::move(host), port, false}); }
-  static endpoint https(std::string host, std::uint16_t port = 443) { return validated({std::move(host), port, true}); }
+  static endpoint http(std::string host, std::uint16_t port = 80) { return validated({std::move(host), port, false, {}}); }
+  static endpoint https(std::string host, std::uint16_t port = 443) { return validated({std::move(host), port, true, {}}); }
 
   // The factories' check, which the client repeats for an endpoint built
   // field by field. A CR or LF would otherwise end the Host header early and
@@ -40,10 +44,14 @@ struct endpoint {
                                     "request's target)");
     }
     if (port == 0) throw std::invalid_argument("http::endpoint: port must not be 0");
+    for (const char c : address) {
+      if (refused_in_host(static_cast<unsigned char>(c)))
+        throw std::invalid_argument("http::endpoint: address must be an IP address, without brackets");
+    }
   }
 
-  // "host:port", or "host:port:tls": the key of its connections and of its
-  // circuit breaker.
+  // "host:port", or "host:port:tls", and "@address" after it when it has
+  // one: the key of its connections and of its circuit breaker.
   std::string key() const;
   // The Host header's value: the port only when not the scheme's default.
   std::string authority() const;

@@ -12,6 +12,10 @@
 //   http.client.request.duration   one per client call, retries and waits included
 //       http.request.method, server.address, server.port, url.scheme,
 //       http.response.status_code (empty without a response), error.type
+//   resilience.http.client.attempt.duration   one per attempt (a client_meter
+//       given to on_attempt_finished too), the same labels: server.address
+//       is the replica it went to (its address, for one found by resolving a
+//       name), so an upstream's replicas are told apart
 //   http.server.request.duration   one per request the server answered or refused
 //       http.request.method, url.scheme, http.response.status_code (empty when
 //       none was sent: the caller was cancelled), error.type
@@ -50,6 +54,8 @@ class client_meter {
   explicit client_meter(metrics& registry);
   explicit client_meter(metrics&& registry) = delete;  // gone before the first call
   void operator()(const client_call_event& e) const;
+  // Given to on_attempt_finished: resilience.http.client.attempt.duration.
+  void operator()(const client_attempt_event& e) const;
 
  private:
   struct state;

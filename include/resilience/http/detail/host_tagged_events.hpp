@@ -15,6 +15,9 @@ class host_tagged_events final : public event_sink {
   host_tagged_events(event_sink* next, std::string_view host) noexcept : next_(next), host_(host) {}
   // The sink it passes on to, if any.
   event_sink* target() const noexcept { return next_; }
+  // Another host from now on (an upstream call's next replica); it must
+  // outlive the events reported under it.
+  void retag(std::string_view host) noexcept { host_ = host; }
   void on_event(const event& e) noexcept override {
     event tagged = e;
     if (tagged.host.empty()) tagged.host = host_;

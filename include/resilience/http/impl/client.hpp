@@ -21,8 +21,8 @@ client_options basic_client<Clock>::checked(client_options o) {
 
 template <resilience::clock Clock>
 template <class Request>
-void basic_client<Clock>::checked(const endpoint& to, const Request& req) {
-  to.validate();
+void basic_client<Clock>::checked(const destination& to, const Request& req) {
+  if (const endpoint* single = to.single()) single->validate();
   if (req.method() == boost::beast::http::verb::connect)
     throw std::invalid_argument("http::client::request: CONNECT is not supported (it opens a tunnel)");
 }
@@ -46,10 +46,15 @@ auto basic_client<Clock>::budget_for(const std::string& key, time_point now) -> 
 template <resilience::clock Clock>
 template <class ResBody, class Held>
 boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> basic_client<Clock>::call(
-    endpoint to, Held held, context parent, request_options options) {
+    endpoint to, Held held, context parent, request_options options, upstream_route* route) {
   namespace bhttp = boost::beast::http;
   auto& req = http::detail::request_of(held);
-  if (!http::detail::holds(req, bhttp::field::host)) req.set(bhttp::field::host, to.authority());
+  // An upstream's replicas each get their own Host, unless the caller set one.
+  if (route) {
+    route->host_given = http::detail::holds(req, bhttp::field::host);
+  } else if (!http::detail::holds(req, bhttp::field::host)) {
+    req.set(bhttp::field::host, to.authority());
+  }
   req.prepare_payload();
   // The caller's context goes on (its deadline, its sink, a deadline an
   // outer stage watches), with the call's own marks: its classifier must
@@ -66,16 +71,20 @@ boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> b
   // bound ends there at the latest.
   const time_point now = clock_.now();
   ctx.deadline = std::min({parent.deadline, options.deadline(), saturating_add(now, options_.total_timeout())});
-  const std::string key = to.key();
+  // An upstream's key (its name) keys its retry budget; its replicas' keys
+  // their breakers, throttles and holds, attempt by attempt.
+  const std::string key = route ? route->key : to.key();
   detail::host_tagged_events tagged{options_.events() ? options_.events() : parent.events, key};
   ctx.events = tagged.target() ? &tagged : nullptr;
-  const auto breaker = breakers_.breaker_for(key, now);
-  const auto throttle = throttles_ ? throttles_->for_key(key, now, [this] {
+  if (route) route->tagged = &tagged;
+  const auto breaker = route ? nullptr : breakers_.breaker_for(key, now);
+  const auto throttle = throttles_ && !route ? throttles_->for_key(key, now, [this] {
     return std::make_shared<resilience::detail::adaptive_throttle_core>(*options_.adaptive_throttle());
   }) : nullptr;
   const auto host_budget = budgets_ ? budget_for(key, now) : nullptr;
   tally counts;
-  const call_target<std::remove_reference_t<decltype(req)>> target{to, key, req, *breaker, throttle.get(), counts};
+  call_target<std::remove_reference_t<decltype(req)>> target{&to, &key, req, breaker.get(), throttle.get(), counts,
+                                                              route};
   // One pointer: attempts' frames stay small enough for Asio to recycle.
   auto attempt_op = [&target, this](const context& c) { return attempt<ResBody>(target, c); };
   auto res = co_await co_retry(std::move(attempt_op), std::cref(host_budget ? host_budget->policy : retry_), ctx);
@@ -86,8 +95,8 @@ boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> b
     res = error_code(error::deadline_exceeded);
   if (const auto& report = options_.on_call_finished()) {
     report(client_call_event{counts.attempts, res.has_error() ? res.error() : error_code{},
-                             res.has_value() ? res->result_int() : 0u, req.method(), &to, clock_.now() - now,
-                             counts.held});
+                             res.has_value() ? res->result_int() : 0u, req.method(), target.to,
+                             clock_.now() - now, counts.held, route ? route->core->name() : std::string_view{}});
   }
   // The caller learns whether this request may have reached the server (a
   // stage around it must not repeat a POST that did), added to what its
@@ -100,13 +109,19 @@ boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> b
 
 template <resilience::clock Clock>
 template <class ResBody, class Request>
-auto basic_client<Clock>::attempt(const call_target<Request>& target, const context& ctx)
+auto basic_client<Clock>::attempt(call_target<Request>& target, const context& ctx)
     -> boost::asio::awaitable<result<ResBody>> {
   namespace asio = boost::asio;
   using T = result<ResBody>;
   const auto caller = co_await asio::this_coro::cancellation_state;
   if (caller.cancelled() != asio::cancellation_type::none) co_return error_code(asio::error::operation_aborted);
   ctx.set(request_may_have_been_sent, false);
+  const auto executor = co_await asio::this_coro::executor;
+  // An upstream's attempt goes to a replica its call has not tried, while
+  // there is one.
+  if (target.route) {
+    if (const error_code none = route_attempt(target, ctx, executor, false)) co_return none;
+  }
   // Once more from the top when the attempt finds its host held after it
   // took its permit (a 429 came while it waited for a connection): the
   // permit and the connection go back, and the wait is the call's, not the
@@ -114,8 +129,8 @@ auto basic_client<Clock>::attempt(const call_target<Request>& target, const cont
   for (;;) {
     // Another call's Retry-After from this host (a later one may extend it
     // during the wait: looked at again after it).
-    if (holds_.find(target.key, clock_.now())) {
-      if (const error_code held = co_await wait_out_holds(target.key, ctx, target.counts)) co_return held;
+    if (holds_.find(*target.key, clock_.now())) {
+      if (const error_code held = co_await wait_out_holds(*target.key, ctx, target.counts)) co_return held;
     }
     // The throttle first: one it admits that the breaker then refuses counts
     // for nothing, as it reached no server.
@@ -123,8 +138,14 @@ auto basic_client<Clock>::attempt(const call_target<Request>& target, const cont
     breaker_permit permit;
     if (target.throttle && !resilience::detail::throttle_admits(*target.throttle, resilience::detail::coarse_now(clock_), ctx)) {
       refused = error::throttled;
-    } else if (!(permit = target.breaker.try_acquire(ctx))) {
+    } else if (!(permit = target.breaker->try_acquire(ctx))) {
       refused = error::circuit_open;
+    }
+    // A replica refused here (its breaker, its throttle): another one, if
+    // the call has one left to try.
+    if (refused && target.route) {
+      report_replica(*target.route, outcome<T>::from_error(refused), clock_.now(), ctx, executor);
+      if (!route_attempt(target, ctx, executor, true)) continue;
     }
     if (refused) {
       // Throwing off before the refusal's own frame is entered: a hook that
@@ -150,7 +171,6 @@ auto basic_client<Clock>::attempt(const call_target<Request>& target, const cont
       // exchange fails before a byte of a response arrives, and the request
       // goes once more, on a connection checked or new, within this attempt.
       const bool replayable = ctx.value_or(http::idempotent, false);
-      const auto executor = co_await asio::this_coro::executor;
       const asio::execution_context* const on = &asio::query(executor, asio::execution::context);
       time_point now = start;
       for (bool resend = false;; resend = true) {
@@ -164,7 +184,7 @@ auto basic_client<Clock>::attempt(const call_target<Request>& target, const cont
             break;
           }
         }
-        std::optional<connection_lease> lease = pool_.reuse(target.key, now, on, resend || !replayable);
+        std::optional<connection_lease> lease = pool_.reuse(*target.key, now, on, resend || !replayable);
         const bool unchecked = lease && !resend && replayable;
         if (!lease) {
           // No idle connection: a wait for one, or a new one, under a bound of
@@ -172,7 +192,7 @@ auto basic_client<Clock>::attempt(const call_target<Request>& target, const cont
           // (An attempt bound by nothing has time_point::max(): no
           // subtraction from it, which a clock before its epoch overflows.)
           refused = co_await acquire_into(
-              lease, target.to, ctx,
+              lease, *target.to, ctx,
               resend && bound.at != time_point::max() ? bound.at - now : options_.attempt_timeout());
           now = clock_.now();
           if (refused) out.emplace(outcome<T>::from_error(resend && now >= bound.at ? bound.reason : refused));
@@ -186,7 +206,7 @@ auto basic_client<Clock>::attempt(const call_target<Request>& target, const cont
         // A 429 or 503 from this host may have come while this attempt
         // waited for its connection or tried one the server had closed.
         // (One atomic load while no host is held.)
-        if (holds_.find(target.key, now)) {
+        if (holds_.find(*target.key, now)) {
           lease->keep_alive(now);
           held = true;
           break;
@@ -194,7 +214,7 @@ auto basic_client<Clock>::attempt(const call_target<Request>& target, const cont
         const bool again = co_await exchange<ResBody>(*lease, target.req, ctx, bound, now, unchecked, executor, out);
         // Before the connection goes back to the pool, where a call waiting
         // for it (on another thread, perhaps) would not see the hold yet.
-        if (out && options_.max_host_hold() > duration::zero()) note_hold(target.key, *out);
+        if (out && options_.max_host_hold() > duration::zero()) note_hold(*target.key, *out);
         if (!again) break;
       }
     } catch (...) {
@@ -208,6 +228,13 @@ auto basic_client<Clock>::attempt(const call_target<Request>& target, const cont
       continue;
     }
     judge(permit, target.throttle, *out, ctx);
+    if (target.route) report_replica(*target.route, *out, start, ctx, executor);
+    if (const auto& report = options_.on_attempt_finished()) {
+      const auto* r = http::detail::response_of(*out);
+      report(client_attempt_event{ctx.attempt, r ? error_code{} : out->error(), r ? r->result_int() : 0u,
+                                  target.req.method(), target.to, clock_.now() - start,
+                                  target.route ? std::string_view(target.route->core->name()) : std::string_view{}});
+    }
     co_return resilience::detail::take(std::move(*out));
   }
 }
@@ -229,6 +256,9 @@ void basic_client<Clock>::judge(breaker_permit& permit, resilience::detail::adap
     throttle->record(resilience::detail::coarse_now(clock_), r && r->result_int() != 429 && r->result_int() < 500);
 }
 
+// The reads and writes take the caller's own cancellation slot; the bound
+// passing closes the socket under them (a connection that ran out of time is
+// never reused), so no operation installs a handler of the bound's.
 template <resilience::clock Clock>
 template <class ResBody, class Request>
 auto basic_client<Clock>::exchange(connection_lease& lease, Request& req, const context& ctx,
@@ -360,3 +390,4 @@ boost::asio::awaitable<error_code> basic_client<Clock>::refuse(error_code why, b
 }  // namespace resilience::http
 
 #include <resilience/http/impl/client_holds.hpp>
+#include <resilience/http/impl/client_upstream.hpp>

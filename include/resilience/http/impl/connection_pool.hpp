@@ -74,9 +74,10 @@ auto basic_connection_pool<Clock>::open(const endpoint& to) -> boost::asio::awai
   const auto ex = co_await asio::this_coro::executor;
   pooled_connection::tcp_stream stream(ex);
   error_code ec;
-  const auto address = asio::ip::make_address(to.host, ec);
-  const bool literal = !ec;
-  if (literal) {
+  // An address given (a replica of an upstream) is connected to as it is.
+  const auto address = asio::ip::make_address(to.address.empty() ? to.host : to.address, ec);
+  const bool literal = !ec && to.address.empty();
+  if (!ec) {
     std::tie(ec) = co_await stream.async_connect(tcp::endpoint(address, to.port), asio::as_tuple(asio::use_awaitable));
   } else {
     tcp::resolver resolver(ex);
