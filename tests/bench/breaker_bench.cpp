@@ -146,12 +146,12 @@ BENCHMARK(breaker_stage_success);
 BENCHMARK(breaker_stage_refused);
 BENCHMARK(breaker_bare_post);
 
-const resilience::bench::ratio r1{"breaker_admit_record", "mutex_admit_record"};
-const resilience::bench::ratio r2{"breaker_admit_record_mixed", "mutex_admit_record_mixed"};
-const resilience::bench::ratio r3{"breaker_admit_record_2threads", "mutex_admit_record_2threads"};
-const resilience::bench::ratio r4{"breaker_admit_record_mixed_2threads", "mutex_admit_record_mixed_2threads"};
-const resilience::bench::ratio r5{"breaker_stage_success", "breaker_bare_co_await"};
-const resilience::bench::ratio r6{"breaker_stage_refused", "breaker_bare_post"};
+const resilience::bench::ratio breaker_bench_ratio1{"breaker_admit_record", "mutex_admit_record"};
+const resilience::bench::ratio breaker_bench_ratio2{"breaker_admit_record_mixed", "mutex_admit_record_mixed"};
+const resilience::bench::ratio breaker_bench_ratio3{"breaker_admit_record_2threads", "mutex_admit_record_2threads"};
+const resilience::bench::ratio breaker_bench_ratio4{"breaker_admit_record_mixed_2threads", "mutex_admit_record_mixed_2threads"};
+const resilience::bench::ratio breaker_bench_ratio5{"breaker_stage_success", "breaker_bare_co_await"};
+const resilience::bench::ratio breaker_bench_ratio6{"breaker_stage_refused", "breaker_bare_post"};
 
 }  // namespace
 

@@ -81,8 +81,8 @@ BENCHMARK(mutex_acquire_release_2threads)->Threads(2)->UseRealTime();
 BENCHMARK(bulkhead_bare_co_await);
 BENCHMARK(bulkhead_stage_success);
 
-const resilience::bench::ratio r1{"bulkhead_acquire_release", "mutex_acquire_release"};
-const resilience::bench::ratio r2{"bulkhead_acquire_release_2threads", "mutex_acquire_release_2threads"};
-const resilience::bench::ratio r3{"bulkhead_stage_success", "bulkhead_bare_co_await"};
+const resilience::bench::ratio bulkhead_bench_ratio1{"bulkhead_acquire_release", "mutex_acquire_release"};
+const resilience::bench::ratio bulkhead_bench_ratio2{"bulkhead_acquire_release_2threads", "mutex_acquire_release_2threads"};
+const resilience::bench::ratio bulkhead_bench_ratio3{"bulkhead_stage_success", "bulkhead_bare_co_await"};
 
 }  // namespace

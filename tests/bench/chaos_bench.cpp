@@ -41,8 +41,8 @@ BENCHMARK(chaos_disabled);
 BENCHMARK(chaos_disabled_latency);
 BENCHMARK(chaos_enabled_not_injected);
 
-const resilience::bench::ratio r1{"chaos_disabled", "chaos_bare_co_await"};
-const resilience::bench::ratio r2{"chaos_disabled_latency", "chaos_bare_co_await"};
-const resilience::bench::ratio r3{"chaos_enabled_not_injected", "chaos_bare_co_await"};
+const resilience::bench::ratio chaos_bench_ratio1{"chaos_disabled", "chaos_bare_co_await"};
+const resilience::bench::ratio chaos_bench_ratio2{"chaos_disabled_latency", "chaos_bare_co_await"};
+const resilience::bench::ratio chaos_bench_ratio3{"chaos_enabled_not_injected", "chaos_bare_co_await"};
 
 }  // namespace

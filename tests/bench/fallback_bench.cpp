@@ -42,8 +42,8 @@ BENCHMARK(fallback_op_success);
 BENCHMARK(fallback_bare_failing_op);
 BENCHMARK(fallback_value_replaces_error);
 
-const resilience::bench::ratio r1{"fallback_value_success", "fallback_bare_co_await"};
-const resilience::bench::ratio r2{"fallback_op_success", "fallback_bare_co_await"};
-const resilience::bench::ratio r3{"fallback_value_replaces_error", "fallback_bare_failing_op"};
+const resilience::bench::ratio fallback_bench_ratio1{"fallback_value_success", "fallback_bare_co_await"};
+const resilience::bench::ratio fallback_bench_ratio2{"fallback_op_success", "fallback_bare_co_await"};
+const resilience::bench::ratio fallback_bench_ratio3{"fallback_value_replaces_error", "fallback_bare_failing_op"};
 
 }  // namespace

@@ -70,9 +70,9 @@ BENCHMARK(hedging_timeout_suspending_op);
 BENCHMARK(hedging_first_answers_suspending_op);
 BENCHMARK(hedging_two_attempts_one_cancelled);
 
-const resilience::bench::ratio r1{"hedging_first_answers", "hedging_timeout_success"};
-const resilience::bench::ratio r2{"hedging_first_answers_suspending_op", "hedging_timeout_suspending_op"};
-const resilience::bench::ratio r3{"hedging_first_answers", "hedging_bare_co_await"};
-const resilience::bench::ratio r4{"hedging_two_attempts_one_cancelled", "hedging_timeout_suspending_op"};
+const resilience::bench::ratio hedging_bench_ratio1{"hedging_first_answers", "hedging_timeout_success"};
+const resilience::bench::ratio hedging_bench_ratio2{"hedging_first_answers_suspending_op", "hedging_timeout_suspending_op"};
+const resilience::bench::ratio hedging_bench_ratio3{"hedging_first_answers", "hedging_bare_co_await"};
+const resilience::bench::ratio hedging_bench_ratio4{"hedging_two_attempts_one_cancelled", "hedging_timeout_suspending_op"};
 
 }  // namespace

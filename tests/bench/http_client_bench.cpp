@@ -109,7 +109,7 @@ void http_client_keepalive_get(benchmark::State& state) {
 }
 BENCHMARK(http_client_keepalive_get);
 
-const resilience::bench::ratio r1{"http_client_keepalive_get", "http_raw_beast_keepalive_get"};
+const resilience::bench::ratio http_client_bench_ratio1{"http_client_keepalive_get", "http_raw_beast_keepalive_get"};
 
 // For callgrind.sh: `n` exchanges, counted apart from the setup (the TLS
 // context the client loads, the connection opened by the warm-up). The

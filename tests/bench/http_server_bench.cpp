@@ -83,8 +83,8 @@ BENCHMARK(http_guarded_handler);
 BENCHMARK(http_guarded_handler_with_deadline);
 BENCHMARK(http_guarded_handler_shed);
 
-const resilience::bench::ratio r1{"http_guarded_handler", "http_handler_direct"};
-const resilience::bench::ratio r2{"http_guarded_handler_with_deadline", "http_handler_direct"};
-const resilience::bench::ratio r3{"http_guarded_handler_shed", "http_handler_direct"};
+const resilience::bench::ratio http_server_bench_ratio1{"http_guarded_handler", "http_handler_direct"};
+const resilience::bench::ratio http_server_bench_ratio2{"http_guarded_handler_with_deadline", "http_handler_direct"};
+const resilience::bench::ratio http_server_bench_ratio3{"http_guarded_handler_shed", "http_handler_direct"};
 
 }  // namespace

@@ -128,10 +128,10 @@ BENCHMARK(mutex_histogram_record_2threads)->Threads(2)->UseRealTime();
 BENCHMARK(metrics_bare_co_await);
 BENCHMARK(metrics_stage_success);
 
-const resilience::bench::ratio r1{"metrics_counter_increment", "mutex_counter_increment"};
-const resilience::bench::ratio r2{"metrics_histogram_record", "mutex_histogram_record"};
-const resilience::bench::ratio r3{"metrics_counter_increment_2threads", "mutex_counter_increment_2threads"};
-const resilience::bench::ratio r4{"metrics_histogram_record_2threads", "mutex_histogram_record_2threads"};
-const resilience::bench::ratio r5{"metrics_stage_success", "metrics_bare_co_await"};
+const resilience::bench::ratio metrics_bench_ratio1{"metrics_counter_increment", "mutex_counter_increment"};
+const resilience::bench::ratio metrics_bench_ratio2{"metrics_histogram_record", "mutex_histogram_record"};
+const resilience::bench::ratio metrics_bench_ratio3{"metrics_counter_increment_2threads", "mutex_counter_increment_2threads"};
+const resilience::bench::ratio metrics_bench_ratio4{"metrics_histogram_record_2threads", "mutex_histogram_record_2threads"};
+const resilience::bench::ratio metrics_bench_ratio5{"metrics_stage_success", "metrics_bare_co_await"};
 
 }  // namespace

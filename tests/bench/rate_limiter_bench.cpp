@@ -104,10 +104,10 @@ BENCHMARK(rate_limiter_bare_co_await);
 BENCHMARK(rate_limiter_stage_success);
 BENCHMARK(mutex_bucket_stage_success);
 
-const resilience::bench::ratio r1{"rate_limiter_try_acquire", "mutex_bucket_try_acquire"};
-const resilience::bench::ratio r2{"rate_limiter_window_try_acquire", "mutex_bucket_try_acquire"};
-const resilience::bench::ratio r3{"rate_limiter_try_acquire_2threads", "mutex_bucket_try_acquire_2threads"};
-const resilience::bench::ratio r4{"rate_limiter_stage_success", "rate_limiter_bare_co_await"};
-const resilience::bench::ratio r5{"rate_limiter_stage_success", "mutex_bucket_stage_success"};
+const resilience::bench::ratio rate_limiter_bench_ratio1{"rate_limiter_try_acquire", "mutex_bucket_try_acquire"};
+const resilience::bench::ratio rate_limiter_bench_ratio2{"rate_limiter_window_try_acquire", "mutex_bucket_try_acquire"};
+const resilience::bench::ratio rate_limiter_bench_ratio3{"rate_limiter_try_acquire_2threads", "mutex_bucket_try_acquire_2threads"};
+const resilience::bench::ratio rate_limiter_bench_ratio4{"rate_limiter_stage_success", "rate_limiter_bare_co_await"};
+const resilience::bench::ratio rate_limiter_bench_ratio5{"rate_limiter_stage_success", "mutex_bucket_stage_success"};
 
 }  // namespace

@@ -88,11 +88,11 @@ BENCHMARK(hand_written_loop_one_failure);
 BENCHMARK(co_retry_one_failure_zero_delay);
 BENCHMARK(co_retry_one_failure_timer_wait);
 
-const resilience::bench::ratio r1{"co_retry_success", "bare_co_await"};
-const resilience::bench::ratio r2{"co_retry_success", "hand_written_loop_success"};
+const resilience::bench::ratio retry_bench_ratio1{"co_retry_success", "bare_co_await"};
+const resilience::bench::ratio retry_bench_ratio2{"co_retry_success", "hand_written_loop_success"};
 const resilience::bench::ratio r2b{"co_retry_success_cref", "hand_written_loop_success"};
-const resilience::bench::ratio r3{"co_retry_one_failure_zero_delay", "hand_written_loop_one_failure"};
-const resilience::bench::ratio r4{"co_retry_one_failure_timer_wait", "co_retry_one_failure_zero_delay"};
+const resilience::bench::ratio retry_bench_ratio3{"co_retry_one_failure_zero_delay", "hand_written_loop_one_failure"};
+const resilience::bench::ratio retry_bench_ratio4{"co_retry_one_failure_timer_wait", "co_retry_one_failure_zero_delay"};
 
 }  // namespace
 

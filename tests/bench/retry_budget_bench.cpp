@@ -51,10 +51,10 @@ BENCHMARK(retry_throttle_call)->Threads(2)->UseRealTime();
 BENCHMARK(retry_ratio_budget_call)->Threads(2)->UseRealTime();
 BENCHMARK(mutex_ratio_budget_call)->Threads(2)->UseRealTime();
 
-const resilience::bench::ratio r1{"retry_throttle_call", "mutex_ratio_budget_call"};
-const resilience::bench::ratio r2{"retry_ratio_budget_call", "mutex_ratio_budget_call"};
-const resilience::bench::ratio r3{"retry_throttle_call/real_time/threads:2", "mutex_ratio_budget_call/real_time/threads:2"};
-const resilience::bench::ratio r4{"retry_ratio_budget_call/real_time/threads:2",
+const resilience::bench::ratio retry_budget_bench_ratio1{"retry_throttle_call", "mutex_ratio_budget_call"};
+const resilience::bench::ratio retry_budget_bench_ratio2{"retry_ratio_budget_call", "mutex_ratio_budget_call"};
+const resilience::bench::ratio retry_budget_bench_ratio3{"retry_throttle_call/real_time/threads:2", "mutex_ratio_budget_call/real_time/threads:2"};
+const resilience::bench::ratio retry_budget_bench_ratio4{"retry_ratio_budget_call/real_time/threads:2",
                                   "mutex_ratio_budget_call/real_time/threads:2"};
 
 }  // namespace

@@ -115,8 +115,8 @@ BENCHMARK(throttle_mutex_admit_record_2threads)->Threads(2)->UseRealTime();
 BENCHMARK(throttle_bare_co_await);
 BENCHMARK(throttle_stage_success);
 
-const resilience::bench::ratio r1{"throttle_admit_record", "throttle_mutex_admit_record"};
-const resilience::bench::ratio r2{"throttle_admit_record_2threads", "throttle_mutex_admit_record_2threads"};
-const resilience::bench::ratio r3{"throttle_stage_success", "throttle_bare_co_await"};
+const resilience::bench::ratio throttling_bench_ratio1{"throttle_admit_record", "throttle_mutex_admit_record"};
+const resilience::bench::ratio throttling_bench_ratio2{"throttle_admit_record_2threads", "throttle_mutex_admit_record_2threads"};
+const resilience::bench::ratio throttling_bench_ratio3{"throttle_stage_success", "throttle_bare_co_await"};
 
 }  // namespace

@@ -81,9 +81,9 @@ void pipeline_suspending_op(benchmark::State& s) {
 BENCHMARK(pipeline_success);
 BENCHMARK(pipeline_success_referenced);
 BENCHMARK(pipeline_suspending_op);
-const resilience::bench::ratio r5{"pipeline_success", "timeout_bare_co_await"};
+const resilience::bench::ratio timeout_bench_ratio5{"pipeline_success", "timeout_bare_co_await"};
 const resilience::bench::ratio r5b{"pipeline_success", "pipeline_success_referenced"};
-const resilience::bench::ratio r6{"pipeline_suspending_op", "suspending_bare_co_await"};
+const resilience::bench::ratio timeout_bench_ratio6{"pipeline_suspending_op", "suspending_bare_co_await"};
 
 BENCHMARK(timeout_bare_co_await);
 BENCHMARK(timeout_stage_success);
@@ -92,10 +92,10 @@ BENCHMARK(suspending_bare_co_await);
 BENCHMARK(timeout_stage_suspending_op);
 BENCHMARK(or_idiom_suspending_op);
 
-const resilience::bench::ratio r1{"or_idiom_success", "timeout_stage_success"};
-const resilience::bench::ratio r2{"timeout_stage_success", "timeout_bare_co_await"};
-const resilience::bench::ratio r3{"or_idiom_suspending_op", "timeout_stage_suspending_op"};
-const resilience::bench::ratio r4{"timeout_stage_suspending_op", "suspending_bare_co_await"};
+const resilience::bench::ratio timeout_bench_ratio1{"or_idiom_success", "timeout_stage_success"};
+const resilience::bench::ratio timeout_bench_ratio2{"timeout_stage_success", "timeout_bare_co_await"};
+const resilience::bench::ratio timeout_bench_ratio3{"or_idiom_suspending_op", "timeout_stage_suspending_op"};
+const resilience::bench::ratio timeout_bench_ratio4{"timeout_stage_suspending_op", "suspending_bare_co_await"};
 
 asio::awaitable<void> loop_timeout(int n) {
   for (int i = 0; i < n; ++i) co_await one_second([] { return trivial_op(); });
