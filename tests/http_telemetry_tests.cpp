@@ -42,6 +42,27 @@ BOOST_AUTO_TEST_CASE(a_client_call_is_recorded_with_opentelemetry_attributes) {
   BOOST_TEST(rhttp::otel_error_type(boost::asio::error::operation_aborted) == "cancelled");
 }
 
+BOOST_AUTO_TEST_CASE(an_attempt_is_recorded_with_the_replica_it_went_to) {
+  resilience::metrics registry;
+  rhttp::client_meter meter{registry};
+  const rhttp::endpoint replica{"pricing.internal", 8080, false, "10.0.1.2"};
+  const auto single = rhttp::endpoint::http("10.0.0.9", 8080);
+  meter(rhttp::client_attempt_event{1, {}, 503, bhttp::verb::get, &replica, 4ms, "pricing"});
+  meter(rhttp::client_attempt_event{2, {}, 200, bhttp::verb::get, &replica, 6ms, "pricing"});
+  meter(rhttp::client_attempt_event{1, {}, 200, bhttp::verb::get, &single, 6ms, {}});
+  const std::string page = resilience::prometheus_text(registry);
+  const std::string at = "server_address=\"pricing.internal\",server_port=\"8080\",url_scheme=\"http\"";
+  BOOST_TEST(contains(page, "resilience_http_client_attempt_duration_seconds_count{http_request_method=\"GET\"," + at +
+                                ",http_response_status_code=\"503\",error_type=\"503\","
+                                "network_peer_address=\"10.0.1.2\"} 1"),
+             page);
+  BOOST_TEST(contains(page, "http_response_status_code=\"200\",error_type=\"\",network_peer_address=\"10.0.1.2\"} 1"),
+             page);
+  BOOST_TEST(contains(page, "server_address=\"10.0.0.9\"") && contains(page, "network_peer_address=\"10.0.0.9\"} 1"),
+             "an endpoint not resolved to an address is its own peer: " << page);
+  BOOST_TEST(!contains(page, "http_client_request_duration_seconds_count"), "attempts are not calls");
+}
+
 BOOST_AUTO_TEST_CASE(a_server_request_is_recorded_and_only_5xx_is_an_error) {
   resilience::metrics registry;
   rhttp::server_meter meter{registry};

@@ -275,23 +275,32 @@ BOOST_AUTO_TEST_CASE(a_resolution_adds_and_removes_replicas_and_a_new_one_warms_
 }
 
 BOOST_AUTO_TEST_CASE(a_replica_ejected_for_refused_connections_is_probed_and_returns_when_it_connects) {
-  replica_set set(5);
+  replica_set set(5, rhttp::outlier_detection_options{}.base_ejection_time(300s));  // probes, not time, bring it back
   for (int i = 0; i < 5; ++i) set.call_on(first, replica_outcome::local_origin);
   BOOST_REQUIRE(set.count(resilience::event_kind::replica_ejected) == 1u);
   set.pick();
-  BOOST_TEST(set.last_probes.empty(), "not before an interval");
-  set.now += 10s;
-  set.pick();
-  BOOST_REQUIRE(set.last_probes.size() == 1u);
-  auto probed = set.last_probes.front();
-  BOOST_TEST(probed->key == first);
-  set.core->probed(*probed, false, set.now);  // still refused
+  BOOST_TEST(set.last_probes.empty(), "not at once");
+  // Probed 1 s after its ejection, then 2, 4, 8 s after each refused probe,
+  // and every interval (10 s) after that.
+  std::vector<int> waits;
+  for (int i = 0, since = 0; waits.size() < 6 && i < 600; ++i) {
+    set.now += 100ms;
+    since += 100;
+    set.pick();
+    if (set.last_probes.empty()) continue;
+    BOOST_REQUIRE(set.last_probes.size() == 1u);
+    BOOST_TEST(set.last_probes.front()->key == first);
+    waits.push_back(since);
+    since = 0;
+    set.core->probed(*set.last_probes.front(), false, set.now);  // still refused
+  }
+  BOOST_TEST(waits == (std::vector<int>{1000, 2000, 4000, 8000, 10000, 10000}), boost::test_tools::per_element());
   set.now += 10s;
   set.pick();
   BOOST_REQUIRE(set.last_probes.size() == 1u);
   set.core->probed(*set.last_probes.front(), true, set.now);
   set.pick();  // the return is the next pick's to tell
-  BOOST_TEST(set.count(resilience::event_kind::replica_returned) == 1u, "back 20 s in, not at 30 s");
+  BOOST_TEST(set.count(resilience::event_kind::replica_returned) == 1u, "back as soon as it connects, not at 30 s");
   // A replica ejected for 5xx answers connections all along: not probed.
   replica_set answering(5);
   for (int i = 0; i < 5; ++i) answering.call_on(first, replica_outcome::server_error);
@@ -430,7 +439,11 @@ BOOST_AUTO_TEST_CASE(a_failing_replica_is_ejected_a_slow_one_avoided_and_a_kille
     }
   } events;
   events.seen = &seen;
-  client_t c(quick().events(events), clock);
+  std::map<std::uint16_t, int> attempts_at;  // by the port of the replica each attempt went to
+  client_t c(quick().events(events).on_attempt_finished([&](const rhttp::client_attempt_event& e) {
+    BOOST_TEST(e.upstream == "backend");
+    ++attempts_at[e.to->port];
+  }), clock);
   int succeeded = 0;
   const auto calls = [&](int n) {
     for (int i = 0; i < n; ++i) {
@@ -450,6 +463,8 @@ BOOST_AUTO_TEST_CASE(a_failing_replica_is_ejected_a_slow_one_avoided_and_a_kille
   });
   BOOST_TEST(ejections == 1);
   BOOST_TEST(std::count(events.hosts.begin(), events.hosts.end(), failing.at().key()) >= 1);
+  for (const auto* r : {&fine1, &fine2, &failing, &slow, &killed})
+    BOOST_TEST(attempts_at[r->port] == r->requests, "each attempt reported with the replica that served it");
 
   // Killed: its calls are retried elsewhere; refused five times, it is
   // ejected too.

@@ -103,38 +103,42 @@ client_meter::client_meter(metrics& registry) : state_(std::make_shared<state>()
 
 namespace {
 // One observation of a client call or attempt, labelled as OpenTelemetry's
-// http.client.request.duration is. server.address is where it went: a
-// replica found by resolving a name, by its address.
+// http.client.request.duration is (server.address: the host asked for). An
+// attempt's also says which replica answered: network.peer.address, the
+// address connected to (the host when it was not resolved to one).
 void record_client(series_cache& into, boost::beast::http::verb v, const endpoint* to, unsigned status_code,
-                   const error_code& error, duration elapsed) {
+                   const error_code& error, duration elapsed, bool with_peer) {
   const std::string error_type = status_code >= 400 ? std::to_string(status_code) : otel_error_type(error);
   const char* method = otel_method(v);
-  const std::string_view host = !to ? std::string_view() : !to->address.empty() ? to->address : to->host;
+  const std::string_view host = to ? std::string_view(to->host) : std::string_view();
+  const std::string_view peer = !with_peer ? std::string_view() : !to->address.empty() ? to->address : host;
   const std::string port = to ? std::to_string(to->port) : std::string();
   const char* scheme = to && to->tls ? "https" : "http";
   const std::string status = status_text(status_code);
   thread_local std::string key;
   key.clear();
   for (const std::string_view part : {std::string_view(method), host, std::string_view(port), std::string_view(scheme),
-                                      std::string_view(status), std::string_view(error_type)})
+                                      std::string_view(status), std::string_view(error_type), peer})
     key.append(part).append(1, '\n');
   into.record(
       key,
       [&] {
-        return metric_labels{{"http.request.method", method}, {"server.address", std::string(host)},
+        metric_labels labels{{"http.request.method", method}, {"server.address", std::string(host)},
                              {"server.port", port},           {"url.scheme", scheme},
                              {"http.response.status_code", status}, {"error.type", error_type}};
+        if (with_peer) labels.emplace_back("network.peer.address", std::string(peer));
+        return labels;
       },
       elapsed);
 }
 }  // namespace
 
 void client_meter::operator()(const client_call_event& e) const {
-  record_client(state_->calls, e.method, e.to, e.status, e.error, e.elapsed);
+  record_client(state_->calls, e.method, e.to, e.status, e.error, e.elapsed, false);
 }
 
 void client_meter::operator()(const client_attempt_event& e) const {
-  record_client(state_->attempts, e.method, e.to, e.status, e.error, e.elapsed);
+  record_client(state_->attempts, e.method, e.to, e.status, e.error, e.elapsed, e.to != nullptr);
 }
 
 server_meter::server_meter(metrics& registry) : state_(std::make_shared<state>()) {

@@ -186,6 +186,16 @@ double upstream_core::warm_share(const replica& r, time_point now) const noexcep
   return std::max(1.0 / warm_up_factor, nanoseconds(now - r.joined) / nanoseconds(warm));
 }
 
+// A replica ejected for refused connections is probed 1 s after, then at
+// doubling waits up to interval(): a restarted process is back in seconds,
+// one that stays down costs a connection an interval.
+duration upstream_core::probe_wait(std::uint32_t failed) const noexcept {
+  const duration most = options_.outlier_detection().interval();
+  duration wait = std::chrono::seconds(1);
+  for (std::uint32_t i = 0; i < failed && wait < most; ++i) wait *= 2;
+  return std::min(wait, most);
+}
+
 std::size_t upstream_core::draw(std::size_t n) const noexcept {
   const auto i = static_cast<std::size_t>(options_.random().next_unit() * static_cast<double>(n));
   return i < n ? i : n - 1;
@@ -229,7 +239,8 @@ void upstream_core::eject(replica& r, bool local_origin, time_point now, upstrea
   r.ejected = true;
   r.by_local_origin = local_origin;
   r.ejected_until = saturating_add(now, length);
-  r.next_probe = saturating_add(now, o.interval());
+  r.probe_failures = 0;
+  r.next_probe = saturating_add(now, probe_wait(0));
   r.consecutive_5xx = r.consecutive_gateway = 0;
   news.items.push_back({event_kind::replica_ejected, r.key, length});
   publish();
@@ -409,7 +420,7 @@ void upstream_core::finished(replica& r, replica_outcome outcome, duration laten
 void upstream_core::probed(replica& r, bool connected, time_point now) {
   const std::lock_guard lock(mutex_);
   r.probing = false;
-  r.next_probe = saturating_add(now, options_.outlier_detection().interval());
+  r.next_probe = saturating_add(now, probe_wait(++r.probe_failures));
   if (!connected || !r.ejected || r.gone) return;
   upstream_news news;
   bring_back(r, now, news);

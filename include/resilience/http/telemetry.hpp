@@ -13,9 +13,10 @@
 //       http.request.method, server.address, server.port, url.scheme,
 //       http.response.status_code (empty without a response), error.type
 //   resilience.http.client.attempt.duration   one per attempt (a client_meter
-//       given to on_attempt_finished too), the same labels: server.address
-//       is the replica it went to (its address, for one found by resolving a
-//       name), so an upstream's replicas are told apart
+//       given to on_attempt_finished too), the same labels and
+//       network.peer.address, the replica it went to (the address connected
+//       to, or the host when it was not resolved to one), so an upstream's
+//       replicas are told apart
 //   http.server.request.duration   one per request the server answered or refused
 //       http.request.method, url.scheme, http.response.status_code (empty when
 //       none was sent: the caller was cancelled), error.type

@@ -36,8 +36,9 @@
 // is ejected at once, and at least one may be. The count of ejections
 // decays by one for each interval() the replica stays in. Success-rate and
 // failure-percentage ejection are there to be switched on. A replica ejected
-// for local-origin errors is probed with a connection every interval(): one
-// that connects again returns at once (the others serve their time). When
+// for local-origin errors is probed with a connection 1 s after, then at
+// doubling waits up to interval(): one that connects again returns at once
+// (the others serve their time). When
 // fewer than panic_threshold() of the replicas are left in, the calls go to
 // every replica, ejected or not, as Envoy does below its healthy threshold.
 //
@@ -91,8 +92,8 @@ class outlier_detection_options {
   // eject a replica; 0, the default, for none (Envoy enforces it at 0%).
   outlier_detection_options consecutive_gateway_failure(std::uint32_t n) const;
   // How often the ejections are looked at again (success rate, failure
-  // percentage, the decay of the count of ejections) and an ejected
-  // replica's connection is probed. Positive. 10 s.
+  // percentage, the decay of the count of ejections); the longest wait
+  // between probes of an ejected replica's connection. Positive. 10 s.
   outlier_detection_options interval(duration d) const;
   // An ejection lasts this times the replica's count of ejections. Positive. 30 s.
   outlier_detection_options base_ejection_time(duration d) const;
@@ -113,8 +114,9 @@ class outlier_detection_options {
   // had request_volume requests each. Off by default.
   outlier_detection_options failure_percentage(std::uint32_t threshold = 85, std::uint32_t minimum_hosts = 5,
                                                std::uint32_t request_volume = 50) const;
-  // Probes a replica ejected for local-origin errors with a connection every
-  // interval(): it returns as soon as it answers again. On by default.
+  // Probes a replica ejected for local-origin errors with a connection, 1 s
+  // after its ejection, then at doubling waits up to interval(): it returns
+  // as soon as it answers again. On by default.
   outlier_detection_options probe_ejected(bool on) const {
     return resilience::detail::with_option(*this, &outlier_detection_options::probe_, on);
   }

@@ -63,6 +63,7 @@ struct replica {
   std::uint32_t ejections = 0;
   time_point ejected_until{};
   time_point next_probe{};
+  std::uint32_t probe_failures = 0;  // since its ejection
 };
 
 // What a step did, for the call that made it to report.
@@ -116,6 +117,7 @@ class upstream_core : public std::enable_shared_from_this<upstream_core> {
   bool panicking() const noexcept;
   double cost(const replica& r, time_point now) const noexcept;
   double warm_share(const replica& r, time_point now) const noexcept;
+  duration probe_wait(std::uint32_t failed) const noexcept;
   std::size_t draw(std::size_t n) const noexcept;
   void take_pending(upstream_news& news);
   void publish() noexcept;  // the gauges, after a change
