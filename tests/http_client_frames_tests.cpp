@@ -17,8 +17,10 @@
 
 #include <atomic>
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define RESILIENCE_TEST_COUNTS_ALLOCATIONS 1
+// RESILIENCE_TEST_COUNTS_ALLOCATIONS: given by tests/CMakeLists.txt when
+// the program links a sanitizer's runtime (this file itself is compiled
+// without its instrumentation, which would enlarge the frames).
+#ifdef RESILIENCE_TEST_COUNTS_ALLOCATIONS
 // Declared here: GCC ships no <sanitizer/allocator_interface.h>, though its
 // ASan and TSan runtimes export the function (Clang's header declares it so).
 extern "C" int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void*, std::size_t),
@@ -41,9 +43,18 @@ namespace {
 
 // The steady clock under a type of its own: the client's coroutines, which
 // the library compiles for resilience::steady_clock, are compiled here
-// instead, with this file's optimisation (tests/CMakeLists.txt), so that
-// their frames are those of a release build.
+// instead, with this file's flags (tests/CMakeLists.txt: a release build's),
+// so that their frames are those users run.
 struct optimised_clock : resilience::steady_clock {};
+
+}  // namespace
+
+// Its bounds share the steady clock's timer queue, as the steady clock's do
+// (other clocks get a timer per call, a larger frame).
+template <>
+inline constexpr bool resilience::detail::uses_timer_queue<optimised_clock, boost::asio::any_io_executor> = true;
+
+namespace {
 
 asio::awaitable<void> serve_ok(beast::tcp_stream stream) {
   beast::flat_buffer buffer;

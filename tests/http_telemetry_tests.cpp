@@ -58,7 +58,7 @@ BOOST_AUTO_TEST_CASE(an_attempt_is_recorded_with_the_replica_it_went_to) {
              page);
   BOOST_TEST(contains(page, "http_response_status_code=\"200\",error_type=\"\",network_peer_address=\"10.0.1.2\"} 1"),
              page);
-  BOOST_TEST(contains(page, "server_address=\"10.0.0.9\"") && contains(page, "network_peer_address=\"10.0.0.9\"} 1"),
+  BOOST_TEST((contains(page, "server_address=\"10.0.0.9\"") && contains(page, "network_peer_address=\"10.0.0.9\"} 1")),
              "an endpoint not resolved to an address is its own peer: " << page);
   BOOST_TEST(!contains(page, "http_client_request_duration_seconds_count"), "attempts are not calls");
 }

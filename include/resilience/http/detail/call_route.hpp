@@ -34,8 +34,6 @@ struct upstream_route {
   bool host_given = false;    // the caller's Host header stands; else each replica's
   std::uint32_t attempt = 0;  // the attempt `current` was picked for
   std::shared_ptr<replica> current;
-  std::shared_ptr<Breaker> breaker;
-  std::shared_ptr<resilience::detail::adaptive_throttle_core> throttle;
   host_tagged_events* tagged = nullptr;
 };
 
@@ -46,9 +44,9 @@ struct call_target {
   const endpoint* to;
   const std::string* key;
   Request& req;
-  Breaker* breaker;
-  resilience::detail::adaptive_throttle_core* throttle;
-  call_tally& counts;
+  std::shared_ptr<Breaker> breaker;  // the attempt's: the endpoint's, or its replica's
+  std::shared_ptr<resilience::detail::adaptive_throttle_core> throttle;
+  call_tally counts;
   upstream_route<Breaker>* route;  // null for an endpoint
 };
 

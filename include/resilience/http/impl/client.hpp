@@ -43,10 +43,14 @@ auto basic_client<Clock>::budget_for(const std::string& key, time_point now) -> 
 }
 
 
+// Its frame must stay within Asio's recycling limit (1,020 bytes, checked
+// by tests/http_client_frames_tests.cpp): the caller's context is changed in
+// place rather than copied, and the call's tally, breaker and throttle live
+// in its target.
 template <resilience::clock Clock>
 template <class ResBody, class Held>
 boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> basic_client<Clock>::call(
-    endpoint to, Held held, context parent, request_options options, upstream_route* route) {
+    endpoint to, Held held, context ctx, request_options options, upstream_route* route) {
   namespace bhttp = boost::beast::http;
   auto& req = http::detail::request_of(held);
   // An upstream's replicas each get their own Host, unless the caller set one.
@@ -60,9 +64,9 @@ boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> b
   // outer stage watches), with the call's own marks: its classifier must
   // read this request's, not those of another call made meanwhile under
   // the same caller's context.
+  properties* const caller_props = ctx.props;
   properties props;
-  props.set(http::idempotent, options.idempotent().value_or(parent.value_or(http::idempotent, is_idempotent(req))));
-  context ctx = parent;
+  props.set(http::idempotent, options.idempotent().value_or(ctx.value_or(http::idempotent, is_idempotent(req))));
   ctx.props = &props;
   ctx.attempt = 1;
   ctx.max_attempts = 1;
@@ -70,21 +74,22 @@ boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> b
   // The total bound: the retry never waits past it, and each attempt's own
   // bound ends there at the latest.
   const time_point now = clock_.now();
-  ctx.deadline = std::min({parent.deadline, options.deadline(), saturating_add(now, options_.total_timeout())});
+  ctx.deadline = std::min({ctx.deadline, options.deadline(), saturating_add(now, options_.total_timeout())});
   // An upstream's key (its name) keys its retry budget; its replicas' keys
   // their breakers, throttles and holds, attempt by attempt.
   const std::string key = route ? route->key : to.key();
-  detail::host_tagged_events tagged{options_.events() ? options_.events() : parent.events, key};
+  detail::host_tagged_events tagged{options_.events() ? options_.events() : ctx.events, key};
   ctx.events = tagged.target() ? &tagged : nullptr;
   if (route) route->tagged = &tagged;
-  const auto breaker = route ? nullptr : breakers_.breaker_for(key, now);
-  const auto throttle = throttles_ && !route ? throttles_->for_key(key, now, [this] {
-    return std::make_shared<resilience::detail::adaptive_throttle_core>(*options_.adaptive_throttle());
-  }) : nullptr;
   const auto host_budget = budgets_ ? budget_for(key, now) : nullptr;
-  tally counts;
-  call_target<std::remove_reference_t<decltype(req)>> target{&to, &key, req, breaker.get(), throttle.get(), counts,
-                                                              route};
+  call_target<std::remove_reference_t<decltype(req)>> target{&to, &key, req, nullptr, nullptr, {}, route};
+  if (!route) {
+    target.breaker = breakers_.breaker_for(key, now);
+    if (throttles_)
+      target.throttle = throttles_->for_key(key, now, [this] {
+        return std::make_shared<resilience::detail::adaptive_throttle_core>(*options_.adaptive_throttle());
+      });
+  }
   // One pointer: attempts' frames stay small enough for Asio to recycle.
   auto attempt_op = [&target, this](const context& c) { return attempt<ResBody>(target, c); };
   auto res = co_await co_retry(std::move(attempt_op), std::cref(host_budget ? host_budget->policy : retry_), ctx);
@@ -94,16 +99,17 @@ boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> b
       clock_.now() >= ctx.deadline)
     res = error_code(error::deadline_exceeded);
   if (const auto& report = options_.on_call_finished()) {
-    report(client_call_event{counts.attempts, res.has_error() ? res.error() : error_code{},
+    report(client_call_event{target.counts.attempts, res.has_error() ? res.error() : error_code{},
                              res.has_value() ? res->result_int() : 0u, req.method(), target.to,
-                             clock_.now() - now, counts.held, route ? route->core->name() : std::string_view{}});
+                             clock_.now() - now, target.counts.held,
+                             route ? route->core->name() : std::string_view{}});
   }
   // The caller learns whether this request may have reached the server (a
   // stage around it must not repeat a POST that did), added to what its
   // other calls left. Each attempt clears the mark for itself: after more
   // than one, an earlier one may have been sent.
-  if (parent.props && (counts.attempts > 1 || ctx.value_or(request_may_have_been_sent, false)))
-    parent.props->set(request_may_have_been_sent, true);
+  if (caller_props && (target.counts.attempts > 1 || ctx.value_or(request_may_have_been_sent, false)))
+    caller_props->set(request_may_have_been_sent, true);
   co_return res;
 }
 
@@ -227,7 +233,7 @@ auto basic_client<Clock>::attempt(call_target<Request>& target, const context& c
       target.counts.attempts = ctx.attempt - 1;  // this one has not been made yet
       continue;
     }
-    judge(permit, target.throttle, *out, ctx);
+    judge(permit, target.throttle.get(), *out, ctx);
     if (target.route) report_replica(*target.route, *out, start, ctx, executor);
     if (const auto& report = options_.on_attempt_finished()) {
       const auto* r = http::detail::response_of(*out);

@@ -127,16 +127,14 @@ error_code basic_client<Clock>::route_attempt(call_target<Request>& target, cons
   route.attempt = ctx.attempt;
   route.current = std::move(picked);
   const endpoint& to = route.current->to;
-  route.breaker = breakers_.breaker_for(route.current->key, now);
-  route.throttle = throttles_ ? throttles_->for_key(route.current->key, now, [this] {
+  target.breaker = breakers_.breaker_for(route.current->key, now);
+  target.throttle = throttles_ ? throttles_->for_key(route.current->key, now, [this] {
     return std::make_shared<resilience::detail::adaptive_throttle_core>(*options_.adaptive_throttle());
   }) : nullptr;
   if (route.tagged) route.tagged->retag(route.current->key);
   if (!route.host_given) target.req.set(boost::beast::http::field::host, to.authority());
   target.to = &to;
   target.key = &route.current->key;
-  target.breaker = route.breaker.get();
-  target.throttle = route.throttle.get();
   return {};
 }
 
