@@ -1,21 +1,18 @@
 #!/usr/bin/env python3
-"""compile_fail/check.py COMPILE_COMMANDS CONTROLS SOURCE ALONE=HEADER...
+"""compile_fail/check.py COMPILE_COMMANDS SOURCE ALONE=HEADER...
 
-First compiles SOURCE as it is (its control) on its own, with the command
-the build compiles an ALONE with: a file that compiles only beside another
-file's #includes (as it does in CONTROLS, the generated file of every
-control) fails here. Each ALONE is an empty file whose precompiled header
-holds HEADER (a library header such as resilience/pipeline.hpp): the first
+Compiles SOURCE twice on its own, with the command the build compiles an
+ALONE with: each ALONE is an empty file whose precompiled header holds
+HEADER (a library header such as resilience/pipeline.hpp), and the first
 whose HEADER SOURCE's own library #includes reach is used, so that it adds
 nothing SOURCE would not have included itself; if none is reached, the
-compile goes without one.
+compiles go without one.
 
-Then compiles SOURCE with RESILIENCE_MISUSE defined, using the command the
-build compiles CONTROLS with (its precompiled header holds every file's
-#includes), and passes when that compile fails with a diagnostic matching
-one of the `// expect: <pattern>` lines that SOURCE begins with: one for
-each compiler whose words differ (GCC names a deleted overload in its
-error, Clang in the note after it), each the library's own words.
+First as it is (its control), which must compile; then with
+RESILIENCE_MISUSE defined, which must fail with a diagnostic matching one
+of the `// expect: <pattern>` lines that SOURCE begins with: one for each
+compiler whose words differ (GCC names a deleted overload in its error,
+Clang in the note after it), each the library's own words.
 
 Both compiles are the front end's only (-fsyntax-only). Run by ctest, in
 parallel with the other tests: it touches nothing in the build tree.
@@ -87,8 +84,8 @@ def without_precompiled_header(argv):
 
 
 def main():
-    commands_file, controls, source = sys.argv[1:4]
-    alones = [a.split("=", 1) for a in sys.argv[4:]]  # (empty file, its precompiled header), best first
+    commands_file, source = sys.argv[1:3]
+    alones = [a.split("=", 1) for a in sys.argv[3:]]  # (empty file, its precompiled header), best first
     expected = []
     with open(source) as f:
         for line in f:
@@ -111,8 +108,6 @@ def main():
         print(done.stdout + done.stderr)
         sys.exit(f"{source}: its control (without RESILIENCE_MISUSE) does not compile on its own")
 
-    argv, directory = command_for(commands, controls)
-    argv[argv.index(controls)] = source
     done = subprocess.run(argv + ["-fsyntax-only", "-DRESILIENCE_MISUSE"], cwd=directory, capture_output=True,
                           text=True)
     output = done.stdout + done.stderr
