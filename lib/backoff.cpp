@@ -56,7 +56,9 @@ backoff backoff::exponential(duration base, double factor, duration cap) {
 backoff backoff::decorrelated(duration base, duration cap) {
   if (base <= duration::zero()) reject("base", "must be positive");
   if (cap < base) reject("cap", "must not be less than base");
-  return backoff(shape::decorrelated, base, duration::zero(), 3.0, cap);
+  backoff b(shape::decorrelated, base, duration::zero(), 3.0, cap);
+  b.jitter_ = jitter::none;  // its draw is its jitter
+  return b;
 }
 
 backoff backoff::custom(delay_function f, duration cap) {

@@ -27,7 +27,7 @@ BOOST_AUTO_TEST_CASE(a_pipeline_built_at_run_time_behaves_the_same) {
   // a_deadline_passing_mid_attempt_is_deadline_exceeded one.
   resilience::any_pipeline<boost::system::result<int>> p;
   p.add(deadline(900ms))
-      .add(retry_policy{}.max_attempts(10).backoff(backoff::constant(50ms)).clock(clock))
+      .add(retry_policy{}.max_attempts(10).backoff(backoff::constant(50ms).with_jitter(resilience::jitter::none)).clock(clock))
       .add(timeout(800ms));
   BOOST_TEST(p.size() == 3u);
   completion<boost::system::result<int>> done;

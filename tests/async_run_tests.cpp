@@ -27,7 +27,7 @@ BOOST_FIXTURE_TEST_SUITE(async_run, virtual_calls)
 
 BOOST_AUTO_TEST_CASE(a_callback_gets_the_calls_result_once) {
   const auto policy =
-      resilience::retry_policy{}.max_attempts(3).backoff(resilience::backoff::constant(10ms)).clock(clock);
+      resilience::retry_policy{}.max_attempts(3).backoff(resilience::backoff::constant(10ms).with_jitter(resilience::jitter::none)).clock(clock);
   int times = 0;
   std::optional<int_result> got;
   resilience::async_run(io.get_executor(), policy, failing(2), [&](std::exception_ptr e, int_result r) {
@@ -85,7 +85,7 @@ BOOST_AUTO_TEST_CASE(use_awaitable_makes_it_a_coroutine_call_with_a_context) {
 // and the op stops at once.
 BOOST_AUTO_TEST_CASE(the_tokens_cancellation_slot_cancels_the_call) {
   const auto policy =
-      resilience::retry_policy{}.max_attempts(5).backoff(resilience::backoff::constant(1s)).clock(clock);
+      resilience::retry_policy{}.max_attempts(5).backoff(resilience::backoff::constant(1s).with_jitter(resilience::jitter::none)).clock(clock);
   asio::cancellation_signal cancel;
   std::optional<int_result> got;
   resilience::async_run(io.get_executor(), policy, taking(1min),

@@ -70,8 +70,29 @@ std::vector<duration> across_clients(const backoff& b, int retry, int clients) {
 
 BOOST_AUTO_TEST_SUITE(backoff_schedules)
 
+// A fleet that builds its own schedule must not go back to lockstep: every
+// shape has full jitter until told otherwise; decorrelated draws its own.
+BOOST_AUTO_TEST_CASE(every_schedule_has_full_jitter_unless_told_otherwise) {
+  const std::vector<backoff> made{backoff::constant(1s), backoff::linear(1s, 1s, 10s), backoff::exponential(1s),
+                                  backoff::custom([](std::uint32_t, duration, const random_source&) { return 1s; })};
+  for (const backoff& b : made) {
+    BOOST_TEST((b.jitter_kind() == jitter::full));
+    delay_sequence seq{b};
+    const auto rs = random_source::seeded(5);
+    bool spread = false;
+    for (int i = 0; i < 8; ++i) {
+      const auto d = seq.next(rs);
+      BOOST_TEST((d.actual <= d.nominal));
+      spread = spread || d.actual != d.nominal;
+    }
+    BOOST_TEST(spread);
+  }
+  BOOST_TEST((backoff::decorrelated(1s, 10s).jitter_kind() == jitter::none));
+  BOOST_TEST((backoff::exponential(1s).with_jitter(jitter::none).jitter_kind() == jitter::none));
+}
+
 BOOST_AUTO_TEST_CASE(exponential_schedule_is_exact_without_jitter) {
-  const auto b = backoff::exponential(100ms, 2.0, 10s);
+  const auto b = backoff::exponential(100ms, 2.0, 10s).with_jitter(resilience::jitter::none);
   const std::vector<duration> expected{100ms, 200ms, 400ms, 800ms, 1600ms, 3200ms, 6400ms, 10s, 10s};
   for (std::size_t i = 0; i < expected.size(); ++i) BOOST_TEST(b.nominal(i + 1) == expected[i]);
   delay_sequence seq{b};
@@ -83,48 +104,48 @@ BOOST_AUTO_TEST_CASE(exponential_schedule_is_exact_without_jitter) {
 }
 
 BOOST_AUTO_TEST_CASE(exponential_with_fractional_factor) {
-  const auto b = backoff::exponential(1s, 1.5, 1h);
+  const auto b = backoff::exponential(1s, 1.5, 1h).with_jitter(resilience::jitter::none);
   BOOST_TEST(b.nominal(1) == duration(1s));
   BOOST_TEST(b.nominal(2) == duration(1500ms));
   BOOST_TEST(b.nominal(3) == duration(2250ms));
 }
 
 BOOST_AUTO_TEST_CASE(huge_attempt_numbers_saturate_at_the_cap) {
-  const auto b = backoff::exponential(1s, 10.0, 30s);
+  const auto b = backoff::exponential(1s, 10.0, 30s).with_jitter(resilience::jitter::none);
   BOOST_TEST(b.nominal(10'000) == duration(30s));
   BOOST_TEST(b.nominal(UINT64_MAX) == duration(30s));
-  const auto uncapped = backoff::exponential(1ms, 10.0, backoff::no_cap);
+  const auto uncapped = backoff::exponential(1ms, 10.0, backoff::no_cap).with_jitter(resilience::jitter::none);
   BOOST_TEST(uncapped.nominal(10'000) == backoff::no_cap);
   BOOST_TEST(uncapped.nominal(10'000) > duration::zero());
-  const auto lin = backoff::linear(1s, 1h, backoff::no_cap);
+  const auto lin = backoff::linear(1s, 1h, backoff::no_cap).with_jitter(resilience::jitter::none);
   BOOST_TEST(lin.nominal(UINT64_MAX) == backoff::no_cap);
   BOOST_TEST(lin.nominal(3) == duration(1s + 2h));
 }
 
 BOOST_AUTO_TEST_CASE(linear_and_constant) {
-  const auto lin = backoff::linear(100ms, 50ms, 260ms);
+  const auto lin = backoff::linear(100ms, 50ms, 260ms).with_jitter(resilience::jitter::none);
   BOOST_TEST(lin.nominal(1) == duration(100ms));
   BOOST_TEST(lin.nominal(2) == duration(150ms));
   BOOST_TEST(lin.nominal(4) == duration(250ms));
   BOOST_TEST(lin.nominal(5) == duration(260ms));
   BOOST_TEST(lin.nominal(1000) == duration(260ms));
-  const auto c = backoff::constant(42ms);
+  const auto c = backoff::constant(42ms).with_jitter(resilience::jitter::none);
   BOOST_TEST(c.nominal(1) == duration(42ms));
   BOOST_TEST(c.nominal(999) == duration(42ms));
-  BOOST_TEST(backoff::constant(0ms).nominal(3) == duration::zero());
+  BOOST_TEST(backoff::constant(0ms).with_jitter(resilience::jitter::none).nominal(3) == duration::zero());
 }
 
 BOOST_AUTO_TEST_CASE(bad_input_names_the_field) {
-  expect_rejected([] { backoff::constant(-1ms); }, "delay");
-  expect_rejected([] { backoff::linear(-1ms, 1ms); }, "initial");
-  expect_rejected([] { backoff::linear(1ms, -1ms); }, "step");
-  expect_rejected([] { backoff::linear(10ms, 1ms, 5ms); }, "cap");
-  expect_rejected([] { backoff::exponential(-1ms); }, "base");
-  expect_rejected([] { backoff::exponential(0ms); }, "base");
-  expect_rejected([] { backoff::exponential(1ms, 0.5); }, "factor");
-  expect_rejected([] { backoff::exponential(1ms, std::nan("")); }, "factor");
-  expect_rejected([] { backoff::exponential(1ms, INFINITY); }, "factor");
-  expect_rejected([] { backoff::exponential(2s, 2.0, 1s); }, "cap");
+  expect_rejected([] { backoff::constant(-1ms).with_jitter(resilience::jitter::none); }, "delay");
+  expect_rejected([] { backoff::linear(-1ms, 1ms).with_jitter(resilience::jitter::none); }, "initial");
+  expect_rejected([] { backoff::linear(1ms, -1ms).with_jitter(resilience::jitter::none); }, "step");
+  expect_rejected([] { backoff::linear(10ms, 1ms, 5ms).with_jitter(resilience::jitter::none); }, "cap");
+  expect_rejected([] { backoff::exponential(-1ms).with_jitter(resilience::jitter::none); }, "base");
+  expect_rejected([] { backoff::exponential(0ms).with_jitter(resilience::jitter::none); }, "base");
+  expect_rejected([] { backoff::exponential(1ms, 0.5).with_jitter(resilience::jitter::none); }, "factor");
+  expect_rejected([] { backoff::exponential(1ms, std::nan("")).with_jitter(resilience::jitter::none); }, "factor");
+  expect_rejected([] { backoff::exponential(1ms, INFINITY).with_jitter(resilience::jitter::none); }, "factor");
+  expect_rejected([] { backoff::exponential(2s, 2.0, 1s).with_jitter(resilience::jitter::none); }, "cap");
 }
 
 BOOST_AUTO_TEST_CASE(decorrelated_jitter_needs_a_positive_first_delay) {
@@ -176,7 +197,7 @@ BOOST_AUTO_TEST_CASE(equal_jitter_keeps_half_the_delay) {
 }
 
 BOOST_AUTO_TEST_CASE(clients_at_the_cap_stay_spread_out) {
-  const auto base = backoff::exponential(100ms, 2.0, 2s);
+  const auto base = backoff::exponential(100ms, 2.0, 2s).with_jitter(resilience::jitter::none);
   for (jitter j : {jitter::full, jitter::equal, jitter::decorrelated_clamped, jitter::decorrelated_v2}) {
     const auto v = across_clients(base.with_jitter(j), 30, 2000);  // retry 30: far past the cap
     const auto at_cap = std::count(v.begin(), v.end(), duration(2s));
@@ -226,7 +247,7 @@ BOOST_AUTO_TEST_CASE(decorrelated_v2_is_smooth_and_bounded) {
 }
 
 BOOST_AUTO_TEST_CASE(no_jitter_reports_nominal_as_actual) {
-  const auto v = draws(backoff::linear(10ms, 10ms, 1s), 5, 1);
+  const auto v = draws(backoff::linear(10ms, 10ms, 1s).with_jitter(resilience::jitter::none), 5, 1);
   BOOST_TEST((v == std::vector<duration>{10ms, 20ms, 30ms, 40ms, 50ms}));
 }
 
@@ -442,7 +463,7 @@ BOOST_AUTO_TEST_CASE(the_function_sees_the_retry_number_and_the_previous_delay) 
         seen.emplace_back(retry, previous);
         return retry == 1 ? duration(10ms) : previous * 3;
       },
-      1s);
+      1s).with_jitter(resilience::jitter::none);
   const auto v = draws(b, 5, 1);
   const std::vector<duration> expected{10ms, 30ms, 90ms, 270ms, 810ms};
   BOOST_TEST(v == expected, boost::test_tools::per_element());
@@ -468,15 +489,15 @@ BOOST_AUTO_TEST_CASE(full_jitter_spreads_the_functions_delay_and_is_seen_as_prev
 }
 
 BOOST_AUTO_TEST_CASE(bad_functions_and_jitters_are_rejected) {
-  expect_rejected([] { backoff::custom(nullptr); }, "function");
+  expect_rejected([] { backoff::custom(nullptr).with_jitter(resilience::jitter::none); }, "function");
   const auto one = [](std::uint32_t, duration, const random_source&) { return duration(1s); };
-  expect_rejected([&] { backoff::custom(one, -1s); }, "cap");
+  expect_rejected([&] { backoff::custom(one, -1s).with_jitter(resilience::jitter::none); }, "cap");
   expect_rejected([&] { backoff::custom(one).with_jitter(jitter::decorrelated_clamped); }, "jitter");
   expect_rejected([&] { backoff::custom(one).with_jitter(jitter::decorrelated_v2); }, "jitter");
   // A negative delay is an error where it is drawn, naming the retry.
   const auto negative = backoff::custom([](std::uint32_t r, duration, const random_source&) {
     return r < 3 ? duration(1ms) : duration(-1ms);
-  });
+  }).with_jitter(resilience::jitter::none);
   delay_sequence seq{negative};
   random_source random;
   seq.next(random);
@@ -485,10 +506,10 @@ BOOST_AUTO_TEST_CASE(bad_functions_and_jitters_are_rejected) {
 }
 
 BOOST_AUTO_TEST_CASE(copies_share_the_function_and_compare_equal) {
-  const auto b = backoff::custom([](std::uint32_t, duration, const random_source&) { return duration(1s); });
+  const auto b = backoff::custom([](std::uint32_t, duration, const random_source&) { return duration(1s); }).with_jitter(resilience::jitter::none);
   const auto copy = b;
   BOOST_TEST((copy == b));
-  const auto other = backoff::custom([](std::uint32_t, duration, const random_source&) { return duration(1s); });
+  const auto other = backoff::custom([](std::uint32_t, duration, const random_source&) { return duration(1s); }).with_jitter(resilience::jitter::none);
   BOOST_TEST(!(other == b));
 }
 
@@ -503,52 +524,52 @@ BOOST_AUTO_TEST_CASE(backoff_over_extreme_values) {
     rejects verdict;
   };
   const row rows[] = {
-      {"constant(0)", [] { return backoff::constant(0s); }, accepted},
-      {"constant(1 tick)", [] { return backoff::constant(tick); }, accepted},
-      {"constant(max)", [] { return backoff::constant(dmax); }, accepted},
-      {"constant(-1 tick)", [] { return backoff::constant(-tick); }, "delay"},
-      {"constant(min)", [] { return backoff::constant(dmin); }, "delay"},
+      {"constant(0)", [] { return backoff::constant(0s).with_jitter(resilience::jitter::none); }, accepted},
+      {"constant(1 tick)", [] { return backoff::constant(tick).with_jitter(resilience::jitter::none); }, accepted},
+      {"constant(max)", [] { return backoff::constant(dmax).with_jitter(resilience::jitter::none); }, accepted},
+      {"constant(-1 tick)", [] { return backoff::constant(-tick).with_jitter(resilience::jitter::none); }, "delay"},
+      {"constant(min)", [] { return backoff::constant(dmin).with_jitter(resilience::jitter::none); }, "delay"},
 
-      {"linear(0, 0)", [] { return backoff::linear(0s, 0s); }, accepted},
-      {"linear(0, 1 tick)", [] { return backoff::linear(0s, tick); }, accepted},
-      {"linear(0, max)", [] { return backoff::linear(0s, dmax); }, accepted},
-      {"linear(0, 1 tick, 0)", [] { return backoff::linear(0s, tick, 0s); }, accepted},
-      {"linear(1 tick, 1 tick, 1 tick)", [] { return backoff::linear(tick, tick, tick); }, accepted},
-      {"linear(1 tick, max, max)", [] { return backoff::linear(tick, dmax, dmax); }, accepted},
-      {"linear(max, 0)", [] { return backoff::linear(dmax, 0s); }, accepted},
-      {"linear(max, max)", [] { return backoff::linear(dmax, dmax); }, accepted},
-      {"linear(-1 tick, 1s)", [] { return backoff::linear(-tick, 1s); }, "initial"},
-      {"linear(min, 1s)", [] { return backoff::linear(dmin, 1s); }, "initial"},
-      {"linear(0, -1 tick)", [] { return backoff::linear(0s, -tick); }, "step"},
-      {"linear(0, min)", [] { return backoff::linear(0s, dmin); }, "step"},
-      {"linear(1s, 1s, 1s - 1 tick)", [] { return backoff::linear(1s, 1s, 1s - tick); }, "cap"},
-      {"linear(0, 1s, -1 tick)", [] { return backoff::linear(0s, 1s, -tick); }, "cap"},
-      {"linear(0, 1s, min)", [] { return backoff::linear(0s, 1s, dmin); }, "cap"},
+      {"linear(0, 0)", [] { return backoff::linear(0s, 0s).with_jitter(resilience::jitter::none); }, accepted},
+      {"linear(0, 1 tick)", [] { return backoff::linear(0s, tick).with_jitter(resilience::jitter::none); }, accepted},
+      {"linear(0, max)", [] { return backoff::linear(0s, dmax).with_jitter(resilience::jitter::none); }, accepted},
+      {"linear(0, 1 tick, 0)", [] { return backoff::linear(0s, tick, 0s).with_jitter(resilience::jitter::none); }, accepted},
+      {"linear(1 tick, 1 tick, 1 tick)", [] { return backoff::linear(tick, tick, tick).with_jitter(resilience::jitter::none); }, accepted},
+      {"linear(1 tick, max, max)", [] { return backoff::linear(tick, dmax, dmax).with_jitter(resilience::jitter::none); }, accepted},
+      {"linear(max, 0)", [] { return backoff::linear(dmax, 0s).with_jitter(resilience::jitter::none); }, accepted},
+      {"linear(max, max)", [] { return backoff::linear(dmax, dmax).with_jitter(resilience::jitter::none); }, accepted},
+      {"linear(-1 tick, 1s)", [] { return backoff::linear(-tick, 1s).with_jitter(resilience::jitter::none); }, "initial"},
+      {"linear(min, 1s)", [] { return backoff::linear(dmin, 1s).with_jitter(resilience::jitter::none); }, "initial"},
+      {"linear(0, -1 tick)", [] { return backoff::linear(0s, -tick).with_jitter(resilience::jitter::none); }, "step"},
+      {"linear(0, min)", [] { return backoff::linear(0s, dmin).with_jitter(resilience::jitter::none); }, "step"},
+      {"linear(1s, 1s, 1s - 1 tick)", [] { return backoff::linear(1s, 1s, 1s - tick).with_jitter(resilience::jitter::none); }, "cap"},
+      {"linear(0, 1s, -1 tick)", [] { return backoff::linear(0s, 1s, -tick).with_jitter(resilience::jitter::none); }, "cap"},
+      {"linear(0, 1s, min)", [] { return backoff::linear(0s, 1s, dmin).with_jitter(resilience::jitter::none); }, "cap"},
 
-      {"exponential(0)", [] { return backoff::exponential(0s); }, "base"},
-      {"exponential(-1 tick)", [] { return backoff::exponential(-tick); }, "base"},
-      {"exponential(min)", [] { return backoff::exponential(dmin); }, "base"},
-      {"exponential(1 tick, 2, no_cap)", [] { return backoff::exponential(tick, 2.0, backoff::no_cap); }, accepted},
-      {"exponential(1 tick, 2, 1 tick)", [] { return backoff::exponential(tick, 2.0, tick); }, accepted},
-      {"exponential(max, 2, max)", [] { return backoff::exponential(dmax, 2.0, dmax); }, accepted},
-      {"exponential(1s, 1)", [] { return backoff::exponential(1s, 1.0); }, accepted},
+      {"exponential(0)", [] { return backoff::exponential(0s).with_jitter(resilience::jitter::none); }, "base"},
+      {"exponential(-1 tick)", [] { return backoff::exponential(-tick).with_jitter(resilience::jitter::none); }, "base"},
+      {"exponential(min)", [] { return backoff::exponential(dmin).with_jitter(resilience::jitter::none); }, "base"},
+      {"exponential(1 tick, 2, no_cap)", [] { return backoff::exponential(tick, 2.0, backoff::no_cap).with_jitter(resilience::jitter::none); }, accepted},
+      {"exponential(1 tick, 2, 1 tick)", [] { return backoff::exponential(tick, 2.0, tick).with_jitter(resilience::jitter::none); }, accepted},
+      {"exponential(max, 2, max)", [] { return backoff::exponential(dmax, 2.0, dmax).with_jitter(resilience::jitter::none); }, accepted},
+      {"exponential(1s, 1)", [] { return backoff::exponential(1s, 1.0).with_jitter(resilience::jitter::none); }, accepted},
       {"exponential(1s, 1 + epsilon)",
-       [] { return backoff::exponential(1s, 1.0 + std::numeric_limits<double>::epsilon()); }, accepted},
-      {"exponential(1s, 1e300, no_cap)", [] { return backoff::exponential(1s, 1e300, backoff::no_cap); }, accepted},
-      {"exponential(1 tick, double max, no_cap)", [] { return backoff::exponential(tick, dbl_max, backoff::no_cap); },
+       [] { return backoff::exponential(1s, 1.0 + std::numeric_limits<double>::epsilon()).with_jitter(resilience::jitter::none); }, accepted},
+      {"exponential(1s, 1e300, no_cap)", [] { return backoff::exponential(1s, 1e300, backoff::no_cap).with_jitter(resilience::jitter::none); }, accepted},
+      {"exponential(1 tick, double max, no_cap)", [] { return backoff::exponential(tick, dbl_max, backoff::no_cap).with_jitter(resilience::jitter::none); },
        accepted},
-      {"exponential(1s, 2, 1s)", [] { return backoff::exponential(1s, 2.0, 1s); }, accepted},
-      {"exponential(1s, 0)", [] { return backoff::exponential(1s, 0.0); }, "factor"},
-      {"exponential(1s, 0.5)", [] { return backoff::exponential(1s, 0.5); }, "factor"},
+      {"exponential(1s, 2, 1s)", [] { return backoff::exponential(1s, 2.0, 1s).with_jitter(resilience::jitter::none); }, accepted},
+      {"exponential(1s, 0)", [] { return backoff::exponential(1s, 0.0).with_jitter(resilience::jitter::none); }, "factor"},
+      {"exponential(1s, 0.5)", [] { return backoff::exponential(1s, 0.5).with_jitter(resilience::jitter::none); }, "factor"},
       {"exponential(1s, 1 - epsilon)",
-       [] { return backoff::exponential(1s, 1.0 - std::numeric_limits<double>::epsilon()); }, "factor"},
-      {"exponential(1s, -2)", [] { return backoff::exponential(1s, -2.0); }, "factor"},
-      {"exponential(1s, NaN)", [] { return backoff::exponential(1s, not_a_number); }, "factor"},
-      {"exponential(1s, inf)", [] { return backoff::exponential(1s, inf); }, "factor"},
-      {"exponential(1s, -inf)", [] { return backoff::exponential(1s, -inf); }, "factor"},
-      {"exponential(1s, 2, 0)", [] { return backoff::exponential(1s, 2.0, 0s); }, "cap"},
-      {"exponential(1s, 2, -1 tick)", [] { return backoff::exponential(1s, 2.0, -tick); }, "cap"},
-      {"exponential(1s, 2, min)", [] { return backoff::exponential(1s, 2.0, dmin); }, "cap"},
+       [] { return backoff::exponential(1s, 1.0 - std::numeric_limits<double>::epsilon()).with_jitter(resilience::jitter::none); }, "factor"},
+      {"exponential(1s, -2)", [] { return backoff::exponential(1s, -2.0).with_jitter(resilience::jitter::none); }, "factor"},
+      {"exponential(1s, NaN)", [] { return backoff::exponential(1s, not_a_number).with_jitter(resilience::jitter::none); }, "factor"},
+      {"exponential(1s, inf)", [] { return backoff::exponential(1s, inf).with_jitter(resilience::jitter::none); }, "factor"},
+      {"exponential(1s, -inf)", [] { return backoff::exponential(1s, -inf).with_jitter(resilience::jitter::none); }, "factor"},
+      {"exponential(1s, 2, 0)", [] { return backoff::exponential(1s, 2.0, 0s).with_jitter(resilience::jitter::none); }, "cap"},
+      {"exponential(1s, 2, -1 tick)", [] { return backoff::exponential(1s, 2.0, -tick).with_jitter(resilience::jitter::none); }, "cap"},
+      {"exponential(1s, 2, min)", [] { return backoff::exponential(1s, 2.0, dmin).with_jitter(resilience::jitter::none); }, "cap"},
 
       {"with_jitter(5)", [] { return backoff::constant(1s).with_jitter(static_cast<jitter>(5)); }, "jitter"},
       {"with_jitter(255)", [] { return backoff::exponential(1s).with_jitter(static_cast<jitter>(255)); }, "jitter"},

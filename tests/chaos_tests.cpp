@@ -226,7 +226,7 @@ BOOST_AUTO_TEST_CASE(latency_inside_a_timeout_ends_as_that_timeout) {
 BOOST_AUTO_TEST_CASE(latency_inside_timed_retried_attempts_times_out_each_attempt) {
   int timeouts = 0;
   const auto call =
-      resilience::pipeline(resilience::retry_policy{}.max_attempts(2).backoff(resilience::backoff::constant(10ms)),
+      resilience::pipeline(resilience::retry_policy{}.max_attempts(2).backoff(resilience::backoff::constant(10ms).with_jitter(resilience::jitter::none)),
                            resilience::timeout(100ms).on_timeout([&](const resilience::expiry_event&) { ++timeouts; }),
                            resilience::chaos_latency(300ms))
           .clock(clock);

@@ -656,7 +656,7 @@ BOOST_FIXTURE_TEST_CASE(retry_waits_out_the_breaker_around_timed_attempts, break
   breaker b(options(), clock);
   const auto call = resilience::pipeline(resilience::retry_policy{}
                                              .max_attempts(6)
-                                             .backoff(resilience::backoff::constant(100ms))
+                                             .backoff(resilience::backoff::constant(100ms).with_jitter(resilience::jitter::none))
                                              .wait_out_open_circuit(b)
                                              .clock(clock),
                                          b, resilience::timeout(100ms).clock(clock));

@@ -50,7 +50,7 @@ BOOST_AUTO_TEST_CASE(a_pipeline_reports_its_retries_timeouts_and_breaker_to_its_
   int typed_retries = 0;
   const auto call = resilience::pipeline(resilience::retry_policy{}
                                              .max_attempts(4)
-                                             .backoff(resilience::backoff::constant(100ms))
+                                             .backoff(resilience::backoff::constant(100ms).with_jitter(resilience::jitter::none))
                                              .on_retry([&](const auto&) { ++typed_retries; }),
                                          breaker, resilience::timeout(50ms))
                         .clock(clock)
@@ -94,7 +94,7 @@ BOOST_AUTO_TEST_CASE(the_callers_sink_is_used_when_the_pipeline_has_none_and_the
   const auto inner_call = resilience::pipeline(resilience::timeout(50ms)).clock(clock).events(inner);
   const auto outer_call = resilience::pipeline(resilience::retry_policy{}
                                                    .max_attempts(2)
-                                                   .backoff(resilience::backoff::constant(1ms)),
+                                                   .backoff(resilience::backoff::constant(1ms).with_jitter(resilience::jitter::none)),
                                                inner_call)
                               .clock(clock)
                               .events(outer);

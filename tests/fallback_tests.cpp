@@ -295,7 +295,7 @@ BOOST_AUTO_TEST_CASE(around_a_pipeline_with_retry_and_timeout) {
 
 BOOST_AUTO_TEST_CASE(a_fallback_op_that_runs_a_pipeline) {
   const auto replica = resilience::pipeline(resilience::retry_policy{}.max_attempts(2).backoff(
-                                                resilience::backoff::constant(1ms)),
+                                                resilience::backoff::constant(1ms).with_jitter(resilience::jitter::none)),
                                             resilience::timeout(100ms))
                            .clock(clock);
   int replica_calls = 0;

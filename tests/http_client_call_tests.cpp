@@ -131,7 +131,7 @@ against_upstream run_against(int fail_every_n_of_10, rhttp::client_options optio
 
 BOOST_AUTO_TEST_CASE(the_default_breaker_rides_out_a_partial_failure_and_opens_on_a_dead_upstream) {
   // Backoff of 0, so that only the breaker decides; every other default kept.
-  const auto defaults = rhttp::client_options::standard().backoff(resilience::backoff::constant(0ms));
+  const auto defaults = rhttp::client_options::standard().backoff(resilience::backoff::constant(0ms).with_jitter(resilience::jitter::none));
   const against_upstream partial = run_against(3, defaults);
   BOOST_TEST(partial.refused == 0, "30% of attempts failing does not open it");
   BOOST_TEST(partial.succeeded >= 297, "the retries recover (almost) every call: " << partial.succeeded);

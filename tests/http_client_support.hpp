@@ -149,7 +149,7 @@ inline bhttp::request<bhttp::string_body> post(std::string body) {
 
 // Retries without waiting, so that only a Retry-After moves the clock.
 inline rhttp::client_options quick() {
-  return rhttp::client_options::standard().backoff(resilience::backoff::constant(0ms));
+  return rhttp::client_options::standard().backoff(resilience::backoff::constant(0ms).with_jitter(resilience::jitter::none));
 }
 
 template <class Req>

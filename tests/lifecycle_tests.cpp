@@ -139,7 +139,7 @@ struct a_retry_attempt : suspended<10000> {
 
 // The op fails at once; the call then sleeps an hour before its retry.
 struct a_retry_backoff : suspended<10000, 10000, 0> {
-  retry_policy policy = retry_policy{}.max_attempts(2).backoff(backoff::constant(1h));
+  retry_policy policy = retry_policy{}.max_attempts(2).backoff(backoff::constant(1h).with_jitter(resilience::jitter::none));
   auto start(int* s) const {
     return co_retry(
         [s]() -> asio::awaitable<error_code> {
@@ -686,7 +686,7 @@ BOOST_AUTO_TEST_CASE(a_temporary_pipeline) {
   manual_clock clock;
   completion<error_code> done;
   int calls = 0;
-  auto call = resilience::pipeline(retry_policy{}.max_attempts(2).backoff(backoff::constant(10ms)).clock(clock),
+  auto call = resilience::pipeline(retry_policy{}.max_attempts(2).backoff(backoff::constant(10ms).with_jitter(resilience::jitter::none)).clock(clock),
                                    resilience::timeout(100ms).clock(clock))([&]() -> asio::awaitable<error_code> {
     ++calls;
     co_return reset;
@@ -702,7 +702,7 @@ BOOST_AUTO_TEST_CASE(a_temporary_policy_run_as_a_stage) {
   manual_clock clock;
   completion<error_code> done;
   int calls = 0;
-  auto call = retry_policy{}.max_attempts(3).backoff(backoff::constant(10ms)).clock(clock).run(
+  auto call = retry_policy{}.max_attempts(3).backoff(backoff::constant(10ms).with_jitter(resilience::jitter::none)).clock(clock).run(
       [&]() -> asio::awaitable<error_code> {
         ++calls;
         co_return reset;
@@ -795,7 +795,7 @@ BOOST_AUTO_TEST_CASE(a_pipeline_with_retries) {
   destroy_context_at_every_step([](manual_clock clock) {
     auto call = resilience::pipeline(
         resilience::basic_deadline_stage<manual_clock>(1s, clock),
-        retry_policy{}.max_attempts(3).backoff(backoff::constant(100ms)).clock(clock),
+        retry_policy{}.max_attempts(3).backoff(backoff::constant(100ms).with_jitter(resilience::jitter::none)).clock(clock),
         resilience::timeout(200ms).clock(clock));
     return std::move(call)([clock] { return sleep_virtual(clock, 300ms); });
   });

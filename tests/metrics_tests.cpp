@@ -93,7 +93,7 @@ BOOST_AUTO_TEST_CASE(a_retry_pipeline_counts_retries_attempts_and_the_whole_call
                         m.stage("backend"),
                         resilience::retry_policy{}
                             .max_attempts(4)
-                            .backoff(resilience::backoff::constant(100ms)),
+                            .backoff(resilience::backoff::constant(100ms).with_jitter(resilience::jitter::none)),
                         m.attempt_stage("backend"))
                         .clock(clock)
                         .events(m.events("backend"));
@@ -127,7 +127,7 @@ BOOST_AUTO_TEST_CASE(a_breaker_opening_and_rejecting_is_counted_and_ends_the_cal
   const auto call = resilience::pipeline(m.stage("backend").clock(clock),
                                          resilience::retry_policy{}
                                              .max_attempts(5)
-                                             .backoff(resilience::backoff::constant(100ms))
+                                             .backoff(resilience::backoff::constant(100ms).with_jitter(resilience::jitter::none))
                                              .clock(clock),
                                          breaker, m.attempt_stage("backend").clock(clock))
                         .events(m.events("backend"));
@@ -182,7 +182,7 @@ BOOST_AUTO_TEST_CASE(a_timeout_is_counted_and_its_attempt_timed_to_the_bound) {
 BOOST_AUTO_TEST_CASE(attempt_numbers_past_four_share_one_series) {
   const auto call = resilience::pipeline(resilience::retry_policy{}
                                              .max_attempts(7)
-                                             .backoff(resilience::backoff::constant(1ms)),
+                                             .backoff(resilience::backoff::constant(1ms).with_jitter(resilience::jitter::none)),
                                          m.attempt_stage("svc"))
                         .clock(clock);
   completion<error_code> done;
@@ -303,7 +303,7 @@ BOOST_AUTO_TEST_CASE(a_cancelled_call_ends_aborted_is_recorded_as_cancelled_and_
 
 BOOST_AUTO_TEST_CASE(a_call_cancelled_while_retry_waits_is_recorded_as_cancelled_after_its_failed_attempt) {
   const auto call = resilience::pipeline(m.stage("svc"),
-                                         resilience::retry_policy{}.backoff(resilience::backoff::constant(1s)),
+                                         resilience::retry_policy{}.backoff(resilience::backoff::constant(1s).with_jitter(resilience::jitter::none)),
                                          m.attempt_stage("svc"))
                         .clock(clock);
   asio::cancellation_signal cancel;

@@ -66,7 +66,7 @@ BOOST_AUTO_TEST_CASE(an_attempt_timeout_inside_a_retry_is_retried) {
 BOOST_AUTO_TEST_CASE(a_deadline_outside_the_retry_cancels_the_remaining_retries) {
   // Attempts of 200 ms (timed out) and waits of 300 ms: attempts at 0 and
   // 500 ms; the wait after the second would end at 1000 ms, past 900 ms.
-  const auto p = resilience::pipeline(deadline(900ms), retry(), timeout(200ms));
+  const auto p = resilience::pipeline(deadline(900ms), retry().fit_to_time_left(false), timeout(200ms));
   completion<boost::system::result<int>> done;
   spawn(io, p(slow(1s)), done);
   clock.run(io);
@@ -80,7 +80,7 @@ BOOST_AUTO_TEST_CASE(a_deadline_passing_mid_attempt_is_deadline_exceeded) {
   // deadline); attempt 2 starts at 850 ms and its timeout is clamped to the
   // deadline, which passes at 900 ms.
   const auto p = resilience::pipeline(deadline(900ms),
-                                      retry_policy{}.max_attempts(10).backoff(backoff::constant(50ms)).clock(clock),
+                                      retry_policy{}.max_attempts(10).backoff(backoff::constant(50ms).with_jitter(resilience::jitter::none)).clock(clock),
                                       timeout(800ms));
   completion<boost::system::result<int>> done;
   spawn(io, p(slow(1s)), done);
@@ -105,7 +105,8 @@ BOOST_AUTO_TEST_CASE(an_attempt_timeout_tighter_than_the_deadline_is_a_timeout) 
 
 BOOST_AUTO_TEST_CASE(the_retry_never_sleeps_across_the_deadline) {
   const auto p =
-      resilience::pipeline(deadline(1s), retry_policy{}.max_attempts(10).backoff(backoff::exponential(300ms)).jitter(jitter::none).clock(clock));
+      resilience::pipeline(deadline(1s), retry_policy{}.max_attempts(10).backoff(backoff::exponential(300ms)).jitter(jitter::none).clock(clock)
+                                                 .fit_to_time_left(false));
   completion<boost::system::result<int>> done;
   auto failing = [&]() -> asio::awaitable<boost::system::result<int>> {
     started.push_back(clock.now());
@@ -150,7 +151,7 @@ BOOST_AUTO_TEST_CASE(stages_and_pipelines_named_by_an_lvalue_are_copied_into_the
                                slow(50ms, 7)),
         composed);
   resilience::any_pipeline<boost::system::result<int>> p;
-  p.add(retry_policy{}.max_attempts(2).backoff(backoff::constant(10ms)).clock(clock)).add(timeout(400ms));
+  p.add(retry_policy{}.max_attempts(2).backoff(backoff::constant(10ms).with_jitter(resilience::jitter::none)).clock(clock)).add(timeout(400ms));
   spawn(io, call_through_local(p, slow(1s)), configured);
   clock.run(io);
   BOOST_TEST((timed.value->error() == timeout_error));

@@ -116,7 +116,7 @@ BOOST_AUTO_TEST_CASE(the_classifier_reads_what_the_op_and_the_caller_marked) {
     int calls = 0;
     const auto policy = resilience::retry_policy{}
                             .max_attempts(4)
-                            .backoff(resilience::backoff::constant(10ms))
+                            .backoff(resilience::backoff::constant(10ms).with_jitter(resilience::jitter::none))
                             .clock(clock)
                             .retry_if(safe_to_retry);
     // The first attempt fails before sending; the others after.
@@ -141,7 +141,7 @@ BOOST_AUTO_TEST_CASE(marks_survive_a_timeout_that_ended_the_attempt) {
   int calls = 0;
   const auto call = resilience::pipeline(resilience::retry_policy{}
                                              .max_attempts(3)
-                                             .backoff(resilience::backoff::constant(10ms))
+                                             .backoff(resilience::backoff::constant(10ms).with_jitter(resilience::jitter::none))
                                              .clock(clock)
                                              .retry_if(safe_to_retry),
                                          resilience::timeout(50ms).clock(clock));

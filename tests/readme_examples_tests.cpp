@@ -333,7 +333,7 @@ BOOST_AUTO_TEST_CASE(fallback_outside_retry_outside_injected_faults) {
   const auto flaky = resilience::chaos_error(boost::asio::error::connection_reset,
                                              resilience::chaos_options{}.rate(1.0).enabled_by(chaos_on));
   const auto retry_policy =
-      resilience::retry_policy{}.max_attempts(3).backoff(resilience::backoff::constant(10ms));
+      resilience::retry_policy{}.max_attempts(3).backoff(resilience::backoff::constant(10ms).with_jitter(resilience::jitter::none));
   const auto call =
       resilience::pipeline(from_replica, retry_policy, resilience::timeout(1s), flaky).clock(clock);
   int primary_calls = 0;

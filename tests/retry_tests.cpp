@@ -110,7 +110,7 @@ BOOST_AUTO_TEST_CASE(the_exponential_schedule_runs_exactly_on_virtual_time) {
 
 BOOST_AUTO_TEST_CASE(minutes_of_backoff_run_in_virtual_time) {
   completion<boost::system::result<int>> done;
-  auto p = policy().backoff(backoff::constant(32s));
+  auto p = policy().backoff(backoff::constant(32s).with_jitter(resilience::jitter::none));
   spawn(io, co_retry(failing({reset, reset, reset, reset}), p), done);
   clock.run(io);
   BOOST_TEST(calls() == 5);
@@ -120,7 +120,7 @@ BOOST_AUTO_TEST_CASE(minutes_of_backoff_run_in_virtual_time) {
 
 BOOST_AUTO_TEST_CASE(the_cap_bounds_every_wait) {
   completion<boost::system::result<int>> done;
-  auto p = policy().backoff(backoff::exponential(1s, 10.0, 5s));
+  auto p = policy().backoff(backoff::exponential(1s, 10.0, 5s).with_jitter(resilience::jitter::none));
   spawn(io, co_retry(failing({reset, reset, reset}), p), done);
   clock.run(io);
   BOOST_REQUIRE(calls() == 4);
@@ -195,7 +195,7 @@ BOOST_AUTO_TEST_CASE(void_ops_and_attempt_context) {
 
 BOOST_AUTO_TEST_CASE(zero_delay_yields_without_a_timer) {
   completion<boost::system::result<int>> done;
-  spawn(io, co_retry(failing({reset, reset}), policy().backoff(backoff::constant(0ms))), done);
+  spawn(io, co_retry(failing({reset, reset}), policy().backoff(backoff::constant(0ms).with_jitter(resilience::jitter::none))), done);
   BOOST_TEST(io.run_one() == 1u);  // the first attempt, up to its yield
   BOOST_TEST(clock.pending() == 0u, "a zero delay arms no timer");
   BOOST_TEST(!done.done(), "it yielded to the executor instead of looping inline");
@@ -212,7 +212,8 @@ BOOST_AUTO_TEST_CASE(the_time_limit_is_never_overshot) {
   // Attempts at 0, 300 and 900 ms; the next wait (1200 ms) would end at
   // 2100 ms, past the 1 s limit, so co_retry gives up at 900 ms.
   completion<boost::system::result<int>> done;
-  auto p = policy().backoff(backoff::exponential(300ms, 2.0, 10s)).max_attempts(10).time_limit(1s);
+  auto p = policy().backoff(backoff::exponential(300ms, 2.0, 10s).with_jitter(resilience::jitter::none)).max_attempts(10).time_limit(1s)
+               .fit_to_time_left(false);
   spawn(io, co_retry(failing(std::vector<error_code>(10, reset)), p), done);
   clock.run(io);
   BOOST_TEST(calls() == 3);
@@ -233,7 +234,8 @@ BOOST_AUTO_TEST_CASE(the_time_limit_counts_slow_attempts) {
     co_return reset;
   };
   completion<error_code> done;
-  spawn(io, co_retry(slow, policy().backoff(backoff::constant(100ms)).max_attempts(10).time_limit(1s)), done);
+  spawn(io, co_retry(slow, policy().backoff(backoff::constant(100ms).with_jitter(resilience::jitter::none)).max_attempts(10).time_limit(1s)
+                                .fit_to_time_left(false)), done);
   clock.run(io);
   BOOST_TEST(calls == 3);
   BOOST_TEST((clock.now() == time_point(1400ms)));
@@ -253,7 +255,7 @@ BOOST_AUTO_TEST_CASE(an_attempt_running_past_the_time_limit_is_not_interrupted) 
     co_return 7;
   };
   completion<boost::system::result<int>> done;
-  spawn(io, co_retry(slow_then_ok, policy().backoff(backoff::constant(100ms)).time_limit(1s)), done);
+  spawn(io, co_retry(slow_then_ok, policy().backoff(backoff::constant(100ms).with_jitter(resilience::jitter::none)).time_limit(1s)), done);
   clock.run(io);
   BOOST_TEST(calls == 2);
   BOOST_TEST(done.value->value() == 7, "the late success is kept");
@@ -273,12 +275,93 @@ BOOST_AUTO_TEST_CASE(a_wait_one_tick_past_the_time_limit_is_not_started) {
     };
     completion<error_code> done;
     spawn(io2,
-          co_retry(op, retry_policy{}.max_attempts(2).backoff(backoff::constant(1s)).clock(clock2).time_limit(limit)),
+          co_retry(op, retry_policy{}.max_attempts(2).backoff(backoff::constant(1s).with_jitter(resilience::jitter::none)).clock(clock2).time_limit(limit)
+                       .fit_to_time_left(false)),
           done);
     clock2.run(io2);
     BOOST_TEST(calls == expected_calls);
     BOOST_TEST((done.value == reset));
   }
+}
+
+// fit_to_time_left (on by default): under a deadline, each wait is scaled to
+// an equal share of the time left for the retries left, so a 2 s schedule
+// still retries three times within 500 ms.
+BOOST_AUTO_TEST_CASE(waits_are_scaled_so_that_the_retries_fit_the_deadline) {
+  std::vector<time_point> starts;
+  auto op = [&]() -> asio::awaitable<error_code> {
+    starts.push_back(clock.now());
+    co_return reset;
+  };
+  const auto call = resilience::pipeline(
+      resilience::deadline_stage(500ms).clock(clock),
+      policy().max_attempts(4).backoff(backoff::exponential(2s).with_jitter(resilience::jitter::none)));
+  completion<error_code> done;
+  spawn(io, call(op), done);
+  clock.run(io);
+  // Shares: 500/4, then 375/3, then 250/2 ms.
+  BOOST_TEST_REQUIRE(starts.size() == 4u);
+  BOOST_TEST((starts[1] == time_point(125ms)));
+  BOOST_TEST((starts[2] == time_point(250ms)));
+  BOOST_TEST((starts[3] == time_point(375ms)));
+  BOOST_TEST((done.value == reset));
+}
+
+BOOST_AUTO_TEST_CASE(scaled_waits_keep_their_jitter) {
+  // Two clients with the same deadline and schedule do not come back together.
+  std::vector<duration> first_waits;
+  for (std::uint64_t seed : {1u, 2u, 3u}) {
+    asio::io_context io2;
+    manual_clock clock2;
+    std::vector<duration> waits;
+    const auto p = retry_policy{}
+                       .max_attempts(4)
+                       .backoff(backoff::exponential(2s))
+                       .random(resilience::random_source::seeded(seed))
+                       .clock(clock2)
+                       .on_retry([&](const auto& e) { waits.push_back(e.delay); });
+    const auto call = resilience::pipeline(resilience::basic_deadline_stage<manual_clock>(500ms, clock2), p);
+    completion<error_code> done;
+    auto op = []() -> asio::awaitable<error_code> { co_return reset; };
+    spawn(io2, call(op), done);
+    clock2.run(io2);
+    BOOST_TEST_REQUIRE(waits.size() == 3u, "every retry fits");
+    BOOST_TEST((waits[0] <= 125ms));
+    first_waits.push_back(waits[0]);
+  }
+  BOOST_TEST((first_waits[0] != first_waits[1] && first_waits[1] != first_waits[2]));
+}
+
+BOOST_AUTO_TEST_CASE(a_delay_the_server_asked_for_is_never_scaled) {
+  std::vector<time_point> starts;
+  auto op = [&]() -> asio::awaitable<error_code> {
+    starts.push_back(clock.now());
+    co_return reset;
+  };
+  const auto call = resilience::pipeline(
+      resilience::deadline_stage(500ms).clock(clock),
+      policy().max_attempts(4).delay_generator(
+          [](const auto&, const resilience::context&) { return resilience::retry_delay::after(300ms); }));
+  completion<error_code> done;
+  spawn(io, call(op), done);
+  clock.run(io);
+  BOOST_TEST_REQUIRE(starts.size() == 2u, "300 ms waited in full; the next 300 ms would end past the deadline");
+  BOOST_TEST((starts[1] == time_point(300ms)));
+}
+
+BOOST_AUTO_TEST_CASE(fit_to_time_left_off_waits_the_schedule_and_gives_up) {
+  int calls = 0;
+  auto op = [&]() -> asio::awaitable<error_code> {
+    ++calls;
+    co_return reset;
+  };
+  const auto call = resilience::pipeline(
+      resilience::deadline_stage(500ms).clock(clock),
+      policy().max_attempts(4).backoff(backoff::exponential(2s).with_jitter(resilience::jitter::none)).fit_to_time_left(false));
+  completion<error_code> done;
+  spawn(io, call(op), done);
+  clock.run(io);
+  BOOST_TEST(calls == 1, "a wait of 2 s would end past the deadline: not started");
 }
 
 BOOST_AUTO_TEST_CASE(a_deadline_stage_outside_bounds_the_running_attempt_too) {
@@ -313,7 +396,7 @@ BOOST_AUTO_TEST_CASE(policies_are_values) {
   const auto b = a.max_attempts(2);
   BOOST_TEST(a.options().max_attempts == 7u);
   BOOST_TEST(b.options().max_attempts == 2u);
-  const auto c = retry_policy{}.jitter(jitter::equal).backoff(backoff::constant(1s));
+  const auto c = retry_policy{}.jitter(jitter::equal).backoff(backoff::constant(1s).with_jitter(resilience::jitter::none));
   BOOST_TEST((c.options().delays.jitter_kind() == jitter::none), "backoff() replaces the schedule, jitter included");
   const auto d = retry_policy{}.backoff(backoff::constant(1s)).jitter(jitter::equal);
   BOOST_TEST((d.options().delays == backoff::constant(1s).with_jitter(jitter::equal)));
@@ -330,7 +413,7 @@ auto call_with_local_policy(Op op, const manual_clock& clock) {
   // On the heap, so that a use after its end is certain to be reported.
   auto local = std::make_unique<const resilience::basic_retry_policy<resilience::any_failure,
       resilience::no_retry_hook, manual_clock>>(
-      retry_policy{}.max_attempts(3).backoff(backoff::constant(50ms)).clock(clock).logger([](auto) {}));
+      retry_policy{}.max_attempts(3).backoff(backoff::constant(50ms).with_jitter(resilience::jitter::none)).clock(clock).logger([](auto) {}));
   return co_retry(std::move(op), *local);
 }
 }  // namespace
@@ -657,7 +740,7 @@ BOOST_AUTO_TEST_CASE(a_custom_schedule_grows_from_the_given_delay_that_was_waite
                      .backoff(backoff::custom([&](std::uint32_t, duration last, const resilience::random_source&) {
                        previous.push_back(last);
                        return last == 0s ? duration(1s) : last * 2;
-                     }))
+                     }).with_jitter(resilience::jitter::none))
                      .delay_generator([](const auto&, const resilience::context& ctx) {
                        return ctx.attempt == 1 ? resilience::retry_delay::after(5s) : resilience::retry_delay::backoff();
                      });
@@ -767,7 +850,7 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_FIXTURE_TEST_SUITE(unlimited_attempts, virtual_time)
 
 BOOST_AUTO_TEST_CASE(retries_until_success) {
-  const auto p = policy().max_attempts(resilience::unlimited_attempts).backoff(backoff::constant(1ms));
+  const auto p = policy().max_attempts(resilience::unlimited_attempts).backoff(backoff::constant(1ms).with_jitter(resilience::jitter::none));
   completion<boost::system::result<int>> done;
   spawn(io, co_retry(failing(std::vector<error_code>(1000, reset)), p), done);
   clock.run(io);
@@ -778,7 +861,7 @@ BOOST_AUTO_TEST_CASE(retries_until_success) {
 
 BOOST_AUTO_TEST_CASE(the_time_limit_ends_it) {
   const auto p =
-      policy().max_attempts(resilience::unlimited_attempts).backoff(backoff::constant(1s)).time_limit(10s);
+      policy().max_attempts(resilience::unlimited_attempts).backoff(backoff::constant(1s).with_jitter(resilience::jitter::none)).time_limit(10s);
   completion<boost::system::result<int>> done;
   spawn(io, co_retry(failing(std::vector<error_code>(1000, reset)), p), done);
   clock.run(io);
@@ -790,7 +873,7 @@ BOOST_AUTO_TEST_CASE(cancellation_ends_it) {
   asio::cancellation_signal signal;
   const auto p = policy()
                      .max_attempts(resilience::unlimited_attempts)
-                     .backoff(backoff::constant(1s))
+                     .backoff(backoff::constant(1s).with_jitter(resilience::jitter::none))
                      .on_retry([&](const auto& e) {
                        if (e.attempt == 50) signal.emit(asio::cancellation_type::terminal);
                      });
@@ -945,7 +1028,7 @@ BOOST_AUTO_TEST_CASE(a_cancelled_hour_long_backoff_ends_at_once) {
   asio::cancellation_signal signal;
   int calls = 0;
   completion<error_code> done;
-  const auto policy = retry_policy{}.max_attempts(2).backoff(backoff::constant(1h));
+  const auto policy = retry_policy{}.max_attempts(2).backoff(backoff::constant(1h).with_jitter(resilience::jitter::none));
   spawn(io,
         co_retry(
             [&]() -> asio::awaitable<error_code> {
@@ -1043,20 +1126,20 @@ BOOST_AUTO_TEST_CASE(retry_policy_setters_over_extreme_values) {
       {"time_limit(-1 tick)", [&] { return p.time_limit(-tick); }, "time_limit", 0},
       {"time_limit(min)", [&] { return p.time_limit(dmin); }, "time_limit", 0},
       // Shorter than any wait: gives up after the first attempt.
-      {"time_limit(1 tick)", [&] { return p.time_limit(tick); }, accepted, 1},
+      {"time_limit(1 tick)", [&] { return p.time_limit(tick).fit_to_time_left(false); }, accepted, 1},
       // max() means none.
       {"time_limit(max)", [&] { return p.max_attempts(10).time_limit(dmax); }, accepted, 6},
 
-      {"backoff(constant(0))", [&] { return p.max_attempts(10).backoff(backoff::constant(0s)); }, accepted, 6},
+      {"backoff(constant(0))", [&] { return p.max_attempts(10).backoff(backoff::constant(0s).with_jitter(resilience::jitter::none)); }, accepted, 6},
       // A wait that would end at the end of time is "forever": the call
       // gives up instead of starting it.
-      {"backoff(constant(max))", [&] { return p.max_attempts(10).backoff(backoff::constant(dmax)); }, accepted, 1},
+      {"backoff(constant(max))", [&] { return p.max_attempts(10).backoff(backoff::constant(dmax).with_jitter(resilience::jitter::none)); }, accepted, 1},
       {"backoff(constant(max)), time_limit(1h)",
-       [&] { return p.backoff(backoff::constant(dmax)).time_limit(1h); }, accepted, 1},
-      {"backoff(linear(max, max))", [&] { return p.backoff(backoff::linear(dmax, dmax)); }, accepted, 1},
+       [&] { return p.backoff(backoff::constant(dmax).with_jitter(resilience::jitter::none)).time_limit(1h).fit_to_time_left(false); }, accepted, 1},
+      {"backoff(linear(max, max))", [&] { return p.backoff(backoff::linear(dmax, dmax).with_jitter(resilience::jitter::none)); }, accepted, 1},
       // 1 tick, then a delay that saturates at max: forever.
       {"backoff(exponential(1 tick, double max, no_cap))",
-       [&] { return p.max_attempts(UINT32_MAX).backoff(backoff::exponential(tick, dbl_max, backoff::no_cap)); },
+       [&] { return p.max_attempts(UINT32_MAX).backoff(backoff::exponential(tick, dbl_max, backoff::no_cap).with_jitter(resilience::jitter::none)); },
        accepted, 2},
 
       {"jitter(none)", [&] { return p.jitter(jitter::none); }, accepted, 3},
@@ -1069,7 +1152,7 @@ BOOST_AUTO_TEST_CASE(retry_policy_setters_over_extreme_values) {
        [&] { return p.backoff(backoff::constant(0s)).jitter(jitter::decorrelated_v2); }, "delay", 0},
       // backoff() replaces the jitter too: the zero schedule has none.
       {"jitter(decorrelated_clamped), linear(0, 10ms)",
-       [&] { return p.jitter(jitter::decorrelated_clamped).backoff(backoff::linear(0s, 10ms)); }, accepted, 3},
+       [&] { return p.jitter(jitter::decorrelated_clamped).backoff(backoff::linear(0s, 10ms).with_jitter(resilience::jitter::none)); }, accepted, 3},
   };
   for (const row& r : rows) {
     const auto policy = enter(r.what, r.make, r.verdict);

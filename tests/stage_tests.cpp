@@ -93,7 +93,7 @@ BOOST_AUTO_TEST_CASE(a_stage_of_ones_own_writes_only_its_call_and_composes) {
   asio::io_context io;
   const call_counter attempts;
   int tries = 0;
-  const auto policy = resilience::retry_policy{}.max_attempts(3).backoff(resilience::backoff::constant(0ms));
+  const auto policy = resilience::retry_policy{}.max_attempts(3).backoff(resilience::backoff::constant(0ms).with_jitter(resilience::jitter::none));
   const auto flaky = [&]() -> asio::awaitable<int> {
     if (++tries < 3) throw boost::system::system_error(resilience::error::timeout);
     co_return 9;
@@ -151,7 +151,7 @@ BOOST_AUTO_TEST_CASE(run_and_the_call_operator_are_one_call_on_the_shared_state)
 BOOST_AUTO_TEST_CASE(a_retry_policy_is_a_value_stage_with_a_call_operator) {
   asio::io_context io;
   int attempts = 0;
-  const auto policy = resilience::retry_policy{}.max_attempts(3).backoff(resilience::backoff::constant(0ms));
+  const auto policy = resilience::retry_policy{}.max_attempts(3).backoff(resilience::backoff::constant(0ms).with_jitter(resilience::jitter::none));
   auto call = policy([&]() -> asio::awaitable<int> {
     if (++attempts < 3) throw boost::system::system_error(resilience::error::timeout);
     co_return 5;

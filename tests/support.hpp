@@ -252,7 +252,7 @@ struct timed_stages {
 
   auto timeout(duration d) const { return resilience::timeout(d).clock(clock); }
   auto deadline(duration d) const { return basic_deadline_stage<testing::manual_clock>(d, clock); }
-  auto retry() const { return retry_policy{}.max_attempts(10).backoff(backoff::constant(300ms)).clock(clock); }
+  auto retry() const { return retry_policy{}.max_attempts(10).backoff(backoff::constant(300ms).with_jitter(resilience::jitter::none)).clock(clock); }
 
   // Takes `work` of virtual time, then answers `value`; a cancellation ends
   // the wait early with operation_aborted in the error channel.

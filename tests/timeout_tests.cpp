@@ -147,7 +147,7 @@ BOOST_AUTO_TEST_CASE(pipelines_on_strands_of_a_two_thread_pool) {
   asio::thread_pool pool(2);
   std::atomic<int> completions{0}, values{0}, timeouts{0}, starts{0};
   const auto p = resilience::pipeline(resilience::deadline_stage(2s),
-                                      retry_policy{}.max_attempts(3).backoff(backoff::constant(100us)),
+                                      retry_policy{}.max_attempts(3).backoff(backoff::constant(100us).with_jitter(resilience::jitter::none)),
                                       resilience::timeout(1ms));
   for (int i = 0; i < calls; ++i) {
     auto op = [&, work = std::chrono::microseconds(i % 7 * 400)]() -> asio::awaitable<boost::system::result<int>> {

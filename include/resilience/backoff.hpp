@@ -1,7 +1,6 @@
 // resilience/backoff.hpp — how long to wait before each retry.
 //
-//   auto b = resilience::backoff::exponential(100ms, 2.0, 10s)
-//                .with_jitter(resilience::jitter::full);
+//   auto b = resilience::backoff::exponential(100ms, 2.0, 10s);  // full jitter unless told otherwise
 //   auto aws = resilience::backoff::decorrelated(100ms, 10s);  // AWS's formula, exactly
 //   auto own = resilience::backoff::custom(                    // any schedule
 //       [](std::uint32_t retry, resilience::duration previous, const resilience::random_source&) {
@@ -23,13 +22,18 @@
 //                   cap wait exactly the cap. The draw is the jitter: it takes
 //                   no other.
 //   custom          a function of (retry number, previous delay, random
-//                   source) gives each delay, capped; it may be jittered with
-//                   full or equal. A negative delay from it is an error
+//                   source) gives each delay, capped, then jittered (full,
+//                   equal, or none for its delays exactly). A negative delay from it is an error
 //                   (std::invalid_argument) raised in the call that drew it.
 //
-// Jitter spreads clients apart:
-//   none            the nominal delay.
-//   full            uniform in [0, w], w = min(cap, nominal). AWS's default.
+// Jitter spreads clients apart. Every schedule has full jitter until
+// with_jitter() says otherwise (backoff::decorrelated has its own draw), so
+// that a fleet that tunes its delays never goes back to retrying in
+// lockstep. (Polly's and Resilience4j's schedules have none unless asked:
+// with_jitter(jitter::none) gives theirs.)
+//   none            the nominal delay: exact waits, as tests may want.
+//   full            uniform in [0, w], w = min(cap, nominal). AWS's default,
+//                   and ours.
 //   equal           uniform in [w/2, w].
 //   decorrelated_clamped
 //                   a variant of AWS's formula: uniform in [base, 3 * previous
@@ -101,7 +105,7 @@ class backoff {
   // attempts, time limit and deadline bound it.
   static backoff custom(delay_function f, duration cap = no_cap);
 
-  // A copy with another jitter; the default is jitter::none. Throws
+  // A copy with another jitter; the default is jitter::full. Throws
   // std::invalid_argument for a value outside the enum, a decorrelated kind
   // on a schedule whose first delay is zero (see above), any jitter but none
   // on backoff::decorrelated, and a decorrelated kind on backoff::custom.
@@ -131,7 +135,7 @@ class backoff {
       : shape_(s), base_(base), step_(step), factor_(factor), cap_(cap) {}
 
   shape shape_;
-  jitter jitter_ = jitter::none;
+  jitter jitter_ = jitter::full;  // see "Jitter" above
   duration base_;
   duration step_;
   double factor_;

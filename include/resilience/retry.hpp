@@ -3,8 +3,7 @@
 //   using namespace std::chrono_literals;
 //   const auto policy = resilience::retry_policy{}
 //                           .max_attempts(5)
-//                           .backoff(resilience::backoff::exponential(100ms, 2.0, 5s))
-//                           .jitter(resilience::jitter::full)
+//                           .backoff(resilience::backoff::exponential(100ms, 2.0, 5s))  // fully jittered
 //                           .time_limit(20s);
 //   int rows = co_await resilience::co_retry([&] { return db.async_count(); }, policy);
 //
@@ -105,9 +104,9 @@ inline constexpr std::uint32_t unlimited_attempts = std::numeric_limits<std::uin
 // The validated numbers of a retry policy.
 struct retry_options {
   std::uint32_t max_attempts = 3;
-  backoff delays = backoff::exponential(std::chrono::milliseconds(100), 2.0, std::chrono::seconds(10))
-                       .with_jitter(jitter::full);
+  backoff delays = backoff::exponential(std::chrono::milliseconds(100), 2.0, std::chrono::seconds(10));
   duration time_limit = duration::max();  // max() means none
+  bool fit_to_time_left = true;
 
   friend bool operator==(const retry_options&, const retry_options&) = default;
 };
@@ -182,7 +181,7 @@ class basic_retry_policy : public value_stage_base<basic_retry_policy<Classifier
   }
 
   // The delays between attempts: replaces the whole schedule, its jitter
-  // included (a backoff made without with_jitter() has none).
+  // included (full unless the backoff was made with another).
   basic_retry_policy backoff(const resilience::backoff& b) const {
     return resilience::detail::with_option(*this, &basic_retry_policy::options_, &retry_options::delays, b);
   }
@@ -202,6 +201,20 @@ class basic_retry_policy : public value_stage_base<basic_retry_policy<Classifier
   basic_retry_policy time_limit(duration limit) const {
     if (limit <= duration::zero()) throw std::invalid_argument("retry_policy: time_limit must be positive");
     return resilience::detail::with_option(*this, &basic_retry_policy::options_, &retry_options::time_limit, limit);
+  }
+
+  // Under a deadline or a time limit, each backoff wait is scaled so that
+  // the retries left all fit the time left: a wait whose nominal delay
+  // exceeds (time left) / (retries left + 1) is scaled down by the same
+  // factor as its nominal delay, so the jitter keeps spreading clients. A
+  // call under a 500 ms deadline thus retries within it at a 2 s schedule,
+  // where an unscaled first wait would end past it and the call would give
+  // up at its first failure. A delay a server asked for (Retry-After,
+  // pushback) is never shortened; unlimited_attempts is never scaled. On by
+  // default; off waits the schedule as it is (Polly's and Resilience4j's
+  // behaviour), giving up when the wait would end past the deadline.
+  basic_retry_policy fit_to_time_left(bool on) const {
+    return resilience::detail::with_option(*this, &basic_retry_policy::options_, &retry_options::fit_to_time_left, on);
   }
 
   basic_retry_policy random(random_source r) const {

@@ -153,14 +153,14 @@ asio::awaitable<error_code> failing_op() {
   co_return make_error_code(asio::error::connection_reset);
 }
 
-const auto sleep_in_backoff = resilience::retry_policy{}.max_attempts(2).backoff(resilience::backoff::constant(1h));
+const auto sleep_in_backoff = resilience::retry_policy{}.max_attempts(2).backoff(resilience::backoff::constant(1h).with_jitter(resilience::jitter::none));
 const auto retry_default = resilience::retry_policy{};
 const auto one_hour = resilience::timeout(1h);
 const auto two_hours = resilience::deadline_stage(2h);
 const auto full_pipeline =
     resilience::pipeline(resilience::deadline_stage(2h), resilience::retry_policy{}.max_attempts(3), resilience::timeout(1h));
 const auto pipeline_sleeping = resilience::pipeline(
-    resilience::deadline_stage(2h), resilience::retry_policy{}.max_attempts(3).backoff(resilience::backoff::constant(1h)),
+    resilience::deadline_stage(2h), resilience::retry_policy{}.max_attempts(3).backoff(resilience::backoff::constant(1h).with_jitter(resilience::jitter::none)),
     resilience::timeout(1h));
 const resilience::circuit_breaker breaker;
 

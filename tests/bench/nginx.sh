@@ -23,6 +23,8 @@
 #   tests/bench/nginx.sh [build-dir]      # build/release by default
 #   CALLERS=20 A_SECONDS=20 ROUNDS=3 B_SECONDS=10 CONCURRENCY=16 NGINX=/usr/sbin/nginx tests/bench/nginx.sh
 #   HOST_HOLD=300 tests/bench/nginx.sh    # A with client_options::max_host_hold(300s)
+#   BACKOFF=10,100 tests/bench/nginx.sh   # A with the client's own schedule, exponential(10ms, 2.0, 100ms),
+#                                         # no jitter named: the lockstep check holds it to full jitter
 set -euo pipefail
 build=${1:-build/release}
 load="$build/tests/bench/http_load"
@@ -167,7 +169,7 @@ echo
 echo "== A: limit_req 10 r/s (no burst), 429 + Retry-After: 1; $callers callers of one http::client (defaults), ${a_seconds} s"
 a_status=0
 "$limited_load" --target "127.0.0.1:$port_a" --callers "$callers" --duration "$a_seconds" --retry-after 1 \
-  --max-host-hold "${HOST_HOLD:-0}" \
+  --max-host-hold "${HOST_HOLD:-0}" ${BACKOFF:+--backoff "$BACKOFF"} \
   >"$out/a.client" 2>&1 || a_status=$?
 # Each request's start ($msec - $request_time) and end ($msec), in seconds
 # from the first start; its status, caller and call.

@@ -5,6 +5,7 @@
 // least the Retry-After from the moment the 429 came back.
 //
 //   retry_after_load --target host:port [--callers C] [--duration S] [--retry-after S] [--max-host-hold S]
+//                    [--backoff BASE_MS,CAP_MS]
 //
 // C callers (20) on one thread, each looping `co_await client.request(...)`
 // (GET /, headers x-caller and x-call for the server's log) for S seconds
@@ -143,6 +144,8 @@ struct settings {
   unsigned duration_s = 20;
   unsigned retry_after_s = 1;
   unsigned max_host_hold_s = 0;
+  unsigned backoff_base_ms = 0;  // 0: the client's default schedule
+  unsigned backoff_cap_ms = 0;
 };
 
 template <class T>
@@ -175,6 +178,11 @@ settings parse(int argc, char** argv) {
       s.retry_after_s = number<unsigned>(name, value, 1, 3600);
     } else if (name == "--max-host-hold") {
       s.max_host_hold_s = number<unsigned>(name, value, 0, 3600);
+    } else if (name == "--backoff") {
+      const auto comma = value.find(',');
+      if (comma == std::string_view::npos) throw std::invalid_argument("--backoff: BASE_MS,CAP_MS");
+      s.backoff_base_ms = number<unsigned>("--backoff's base", value.substr(0, comma), 1, 3'600'000);
+      s.backoff_cap_ms = number<unsigned>("--backoff's cap", value.substr(comma + 1), s.backoff_base_ms, 3'600'000);
     } else {
       throw std::invalid_argument(std::string(name) + ": not an option");
     }
@@ -337,7 +345,11 @@ int report(const settings& s, const run_state& run, steady::time_point t0) {
 int run(const settings& s) {
   asio::io_context io(1);
   run_state state;
-  rhttp::client client(rhttp::client_options::standard()
+  auto options = rhttp::client_options::standard();
+  if (s.backoff_base_ms != 0)
+    options = options.backoff(resilience::backoff::exponential(std::chrono::milliseconds(s.backoff_base_ms), 2.0,
+                                                               std::chrono::milliseconds(s.backoff_cap_ms)));
+  rhttp::client client(options
                            .max_host_hold(std::chrono::seconds(s.max_host_hold_s))
                            .on_retry([&state](const rhttp::client_retry_event& e) {
                              caller_state* c = state.running();
@@ -354,9 +366,13 @@ int run(const settings& s) {
                            }));
   const auto to = rhttp::endpoint::http(s.host, s.port);
   for (unsigned i = 0; i < s.callers; ++i) state.callers.push_back(std::make_unique<caller_state>(asio::make_strand(io)));
-  std::printf("retry_after_load: %s:%u, %u callers on one client (client_options::standard(), max_host_hold %u s), "
-              "%u s, one thread\n",
-              s.host.c_str(), s.port, s.callers, s.max_host_hold_s, s.duration_s);
+  std::printf("retry_after_load: %s:%u, %u callers on one client (client_options::standard(), max_host_hold %u s, "
+              "backoff %s), %u s, one thread\n",
+              s.host.c_str(), s.port, s.callers, s.max_host_hold_s,
+              s.backoff_base_ms ? ("exponential(" + std::to_string(s.backoff_base_ms) + "ms, 2.0, " +
+                                   std::to_string(s.backoff_cap_ms) + "ms)").c_str()
+                                : "the default",
+              s.duration_s);
   std::fflush(stdout);
   const auto t0 = steady::now();
   for (unsigned i = 0; i < s.callers; ++i) {
@@ -377,7 +393,7 @@ int main(int argc, char** argv) {
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr,
                  "retry_after_load: %s\nusage: retry_after_load --target host:port [--callers C] [--duration S] "
-                 "[--retry-after S] [--max-host-hold S]\n",
+                 "[--retry-after S] [--max-host-hold S] [--backoff BASE_MS,CAP_MS]\n",
                  e.what());
     return 2;
   } catch (const std::exception& e) {

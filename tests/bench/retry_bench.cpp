@@ -33,8 +33,8 @@ int failure_phase = 0;
 }
 
 const auto success_policy = resilience::retry_policy{}.max_attempts(3);
-const auto zero_delay_policy = resilience::retry_policy{}.max_attempts(3).backoff(resilience::backoff::constant(0ms));
-const auto timer_policy = resilience::retry_policy{}.max_attempts(3).backoff(resilience::backoff::constant(1us));
+const auto zero_delay_policy = resilience::retry_policy{}.max_attempts(3).backoff(resilience::backoff::constant(0ms).with_jitter(resilience::jitter::none));
+const auto timer_policy = resilience::retry_policy{}.max_attempts(3).backoff(resilience::backoff::constant(1us).with_jitter(resilience::jitter::none));
 
 // What a careful user writes by hand: a loop, a classifier, a zero-delay yield.
 asio::awaitable<boost::system::result<int>> hand_written_retry(int max_attempts) {

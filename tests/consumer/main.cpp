@@ -23,7 +23,7 @@ int main() {
 #endif
   boost::asio::io_context io;
   int calls = 0, result = 0;
-  const auto policy = resilience::retry_policy{}.backoff(resilience::backoff::constant({}));
+  const auto policy = resilience::retry_policy{}.backoff(resilience::backoff::constant({}).with_jitter(resilience::jitter::none));
   auto op = [&]() -> boost::asio::awaitable<int> {
     if (++calls < 2) throw std::runtime_error("transient");
     co_return 7;

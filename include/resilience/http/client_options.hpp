@@ -103,10 +103,15 @@ class client_options {
     if (n > 100) throw std::invalid_argument("http::client_options::max_retries: must be at most 100");
     return resilience::detail::with_option(*this, &client_options::retries_, n);
   }
-  // The waits between attempts when the server names none. Exponential from
-  // 2 s, doubling, capped at 30 s, with full jitter.
+  // The waits between attempts when the server names none: the whole
+  // schedule, its jitter included (full unless the backoff was made with
+  // another). Exponential from 2 s, doubling, capped at 30 s.
   client_options backoff(const resilience::backoff& b) const {
     return resilience::detail::with_option(*this, &client_options::backoff_, b);
+  }
+  // Changes only the jitter of the current schedule (as retry_policy::jitter).
+  client_options jitter(resilience::jitter j) const {
+    return resilience::detail::with_option(*this, &client_options::backoff_, backoff_.with_jitter(j));
   }
   // The longest Retry-After honoured; a response asking for longer (or for a
   // wait past the total deadline) ends the call as it is. Positive. 30 s.
@@ -305,7 +310,7 @@ class client_options {
   duration attempt_ = std::chrono::seconds(10);
   std::uint32_t retries_ = 3;
   resilience::backoff backoff_ =
-      resilience::backoff::exponential(std::chrono::seconds(2), 2.0, std::chrono::seconds(30)).with_jitter(jitter::full);
+      resilience::backoff::exponential(std::chrono::seconds(2), 2.0, std::chrono::seconds(30));
   retry_after_delay retry_after_ = retry_after_delay{}.max_retry_after(std::chrono::seconds(30));
   duration max_hold_{};  // no hold
   http::classifier classifier_;

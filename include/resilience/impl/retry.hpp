@@ -33,6 +33,22 @@ template <class Policy, class T>
   return final;
 }
 
+// retry_policy::fit_to_time_left: a backoff delay whose nominal part exceeds
+// an equal share of the time left for the retries left (and the attempt
+// after each) is scaled down, nominal and actual by one factor, so that its
+// jitter still spreads clients over the share. backoff::decorrelated's draw
+// is both its nominal and its actual delay: scaled, it would be the share
+// itself for every client, so it is drawn again, uniformly in the share.
+inline delay fit_to_time_left(delay d, duration left, std::uint32_t retries_left, const backoff& schedule,
+                              const random_source& random) {
+  const duration share = left / (static_cast<duration::rep>(retries_left) + 1);
+  if (d.nominal <= share) return d;
+  const double factor = schedule.kind() == backoff::shape::decorrelated
+                            ? random.next_unit()
+                            : static_cast<double>(d.actual.count()) / static_cast<double>(d.nominal.count());
+  return {share, duration(static_cast<duration::rep>(static_cast<double>(share.count()) * factor))};
+}
+
 // Everything after a transient failure: waits and further attempts. A
 // coroutine of its own so that the success path's frame stays small; `last`
 // lives in the caller's frame, so this one holds no copy of an outcome.
@@ -64,6 +80,11 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
     // No wait may end past the time limit or the deadline: give up now
     // instead, with the last outcome (deadline_exceeded if it has passed).
     delay next = delays.next(policy.random());
+    const bool bounded = give_up_at != time_point::max();
+    time_point now = bounded ? policy.clock().now() : time_point{};
+    if (bounded && options.fit_to_time_left && options.max_attempts != unlimited_attempts && now < give_up_at)
+      next = fit_to_time_left(next, give_up_at - now, options.max_attempts - ctx.attempt, options.delays,
+                              policy.random());
     using delay_type = std::remove_cvref_t<decltype(policy.delay_generator())>;
     if constexpr (!requires { requires delay_type::is_default; }) {
       const retry_delay decision = policy.delay_generator()(*last, std::as_const(ctx));
@@ -86,8 +107,7 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
         }
       }
     }
-    const time_point now = give_up_at != time_point::max() || next.actual != duration::zero() ? policy.clock().now()
-                                                                                               : time_point{};
+    if (!bounded && next.actual != duration::zero()) now = policy.clock().now();
     // A wait that would never end (duration::max(), an isolated breaker)
     // means "forever": give up now rather than sleep for centuries.
     if (next.actual != duration::zero() && saturating_add(now, next.actual) == time_point::max()) break;
