@@ -648,6 +648,37 @@ BOOST_AUTO_TEST_CASE(a_budget_per_host_spends_only_the_failing_hosts_retries) {
   BOOST_CHECK_THROW(rhttp::client_options{}.budget_per_host(rhttp::retry_token_budget_settings{0, 0.1}), std::invalid_argument);
 }
 
+// By default each host has a ratio budget (20% of the last 10 s's calls, at
+// least 10 retries a second): against a host failing every call, retries
+// add at most that to the load, where three retries a call would quadruple it.
+BOOST_AUTO_TEST_CASE(by_default_retries_add_at_most_the_budget_to_the_load) {
+  for (const bool budgeted : {true, false}) {
+    asio::io_context io;
+    manual_clock clock;
+    server failing(io);
+    failing.script = [](int) { return step{step::respond, 503}; };
+    auto options = quick().breaker(resilience::breaker_options{}.no_failure_ratio().consecutive_failures(100000));
+    if (!budgeted) options = options.no_retry_budget();
+    client_t c(options, clock);
+    constexpr int calls = 500;  // 100 a second for 5 s
+    for (int i = 0; i < calls; ++i) {
+      completion<result_t> done;
+      spawn(io, call(c, failing.at(), get()), done);
+      BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+      BOOST_TEST_REQUIRE(done.value->has_value(), i << ": " << done.value->error().message());
+      BOOST_TEST(done.value->value().result_int() == 503u);
+      clock.advance(10ms);
+    }
+    if (budgeted) {
+      // 20% of the calls, plus the floor's 10 a second over the 10 s window.
+      BOOST_TEST(failing.requests <= calls + calls / 5 + 100, failing.requests);
+      BOOST_TEST(failing.requests > calls);
+    } else {
+      BOOST_TEST(failing.requests == 4 * calls);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(frees_every_frame_when_the_io_context_is_destroyed_mid_call) {
   manual_clock clock;
   std::optional<asio::io_context> io(std::in_place);

@@ -41,7 +41,9 @@ class retry_delay {
   static retry_delay at_least(duration d) { return {kind::at_least, checked(d), false}; }
   // `d`, then the schedule's delay on top, jittered as it says: never
   // shorter than `d` (a Retry-After is the least a server asks for), and
-  // spread, so that clients told the same `d` do not return together.
+  // spread, so that clients told the same `d` do not return together: the
+  // delay on top is drawn over at least d / 2 (less only where that would
+  // not fit the deadline).
   static retry_delay after_then_backoff(duration d) { return {kind::after_then_backoff, checked(d), false}; }
   // No retry: the failed outcome is the call's outcome.
   static constexpr retry_delay stop() noexcept { return {kind::stop, duration::zero(), false}; }

@@ -20,6 +20,10 @@ bool closed_before_answering(const error_code& ec, bool got_some) noexcept {
          ec == asio::error::connection_aborted || ec == asio::error::eof ||
          ec == asio::ssl::error::stream_truncated;
 }
+
+void spawn_background(const boost::asio::any_io_executor& executor, boost::asio::awaitable<void> work) {
+  boost::asio::co_spawn(executor, std::move(work), [](std::exception_ptr) noexcept {});
+}
 }  // namespace detail
 
 RESILIENCE_HTTP_CLIENT_COMMON_CALLS(RESILIENCE_HTTP_CLIENT_CALL)

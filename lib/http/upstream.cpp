@@ -427,6 +427,16 @@ void upstream_core::probed(replica& r, bool connected, time_point now) {
   for (auto& item : news.items) pending_.push_back(std::move(item));
 }
 
+void upstream_core::probe_abandoned(replica& r) {
+  const std::lock_guard lock(mutex_);
+  r.probing = false;
+}
+
+void upstream_core::resolution_abandoned() {
+  const std::lock_guard lock(mutex_);
+  resolving_ = false;
+}
+
 void upstream_core::resolved(const std::vector<std::string>& addresses, time_point now) {
   const std::lock_guard lock(mutex_);
   resolving_ = false;

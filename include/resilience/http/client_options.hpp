@@ -120,10 +120,11 @@ class client_options {
     o.retry_after_ = o.retry_after_.max_retry_after(d);  // validates
     return o;
   }
-  // Waits the backoff's jittered delay on top of an honoured Retry-After, so
-  // that the clients one burst of 503s turned away do not all return at the
-  // same moment (never sooner than the server asked). On by default; off
-  // waits the Retry-After exactly.
+  // Waits the backoff's jittered delay on top of an honoured Retry-After,
+  // drawn over at least half the Retry-After, so that the clients one burst
+  // of 503s turned away do not all return at the same moment (never sooner
+  // than the server asked; retry_delay::after_then_backoff). On by default;
+  // off waits the Retry-After exactly.
   client_options jitter_retry_after(bool on = true) const {
     return resilience::detail::with_option(*this, &client_options::retry_after_, retry_after_.jittered(on));
   }
@@ -218,16 +219,22 @@ class client_options {
   // went and asked before each retry: when most calls fail, retrying stops
   // instead of multiplying the load. A refused retry ends the call with its
   // last response or error, and runs on_budget_refused(). Referred to: it
-  // must outlive the client. None by default.
+  // must outlive the client. Replaces the per-host budget (the default,
+  // below).
   template <resilience::retry_budget B>
   client_options budget(B& b) const {
     auto o = resilience::detail::with_option(*this, &client_options::budget_, resilience::detail::budget_ref::to(b));
     o.host_budget_ = std::monostate{};
     return o;
   }
-  // A retry budget per endpoint key instead, made by the client as it first
-  // calls the host: gRPC keeps its retry throttle per server (gRFC A6), so
-  // that one failing host does not spend the retries the others may need.
+  // A retry budget per endpoint key (an upstream's name for an upstream's
+  // calls), made by the client as it first calls the host: gRPC keeps its
+  // retry throttle per server (gRFC A6), so that one failing host does not
+  // spend the retries the others may need. The default: a ratio budget of
+  // 20% of the calls of the last 10 s, with a floor of 10 retries a second
+  // (Finagle's and Linkerd's defaults), so that the first moments of an
+  // outage, before a breaker has seen enough, add at most a fifth to the
+  // load instead of multiplying it by the retries.
   // Each is dropped after breaker_limits().idle_after() without calls.
   // Replaces budget(b); on_budget_refused() runs for these too. Throws
   // std::invalid_argument here for settings retry_token_budget would refuse.
@@ -239,6 +246,12 @@ class client_options {
   }
   client_options budget_per_host(retry_ratio_budget_options r) const {
     auto o = resilience::detail::with_option(*this, &client_options::host_budget_, host_budget_settings{r});
+    o.budget_ = {};
+    return o;
+  }
+  // No retry budget: every retry the classifier allows is made.
+  client_options no_retry_budget() const {
+    auto o = resilience::detail::with_option(*this, &client_options::host_budget_, host_budget_settings{});
     o.budget_ = {};
     return o;
   }
@@ -331,7 +344,7 @@ class client_options {
   std::function<void(const client_call_event&)> on_finished_;
   std::function<void(const client_attempt_event&)> on_attempt_;
   resilience::detail::budget_ref budget_;
-  host_budget_settings host_budget_;
+  host_budget_settings host_budget_ = retry_ratio_budget_options{}.ratio(0.2);  // see budget_per_host()
   std::function<void(const budget_refusal&)> on_budget_refused_;
   event_sink* events_ = nullptr;
 };

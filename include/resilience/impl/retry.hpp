@@ -49,6 +49,23 @@ inline delay fit_to_time_left(delay d, duration left, std::uint32_t retries_left
   return {share, duration(static_cast<duration::rep>(static_cast<double>(share.count()) * factor))};
 }
 
+// retry_delay::after_then_backoff: `given`, then the schedule's delay on
+// top, its window widened to at least half of `given` (by one factor, so its
+// jitter keeps its shape): clients a server turned away together with one
+// Retry-After come back spread over a good part of it, not over a schedule
+// of a few milliseconds. The widening stops where the retry would no longer
+// fit the time left.
+inline delay spread_after(duration given, delay backoff, time_point give_up_at, time_point now) noexcept {
+  duration window = std::max(backoff.nominal, given / 2);
+  if (give_up_at != time_point::max() && give_up_at - now > given)
+    window = std::max(backoff.nominal, std::min(window, give_up_at - now - given - duration(1)));
+  if (window > backoff.nominal && backoff.nominal > duration::zero()) {
+    const double factor = static_cast<double>(window.count()) / static_cast<double>(backoff.nominal.count());
+    backoff = {window, duration(static_cast<duration::rep>(static_cast<double>(backoff.actual.count()) * factor))};
+  }
+  return {saturating_sum(given, backoff.nominal), saturating_sum(given, backoff.actual)};
+}
+
 // Everything after a transient failure: waits and further attempts. A
 // coroutine of its own so that the success path's frame stays small; `last`
 // lives in the caller's frame, so this one holds no copy of an outcome.
@@ -99,7 +116,7 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
           if (decision.decision() == retry_delay::kind::after) {
             next = delay{decision.given(), given};
           } else if (decision.decision() == retry_delay::kind::after_then_backoff) {
-            next = delay{saturating_sum(given, next.nominal), saturating_sum(given, next.actual)};
+            next = spread_after(given, next, give_up_at, now);
           } else {
             next = delay{std::max(next.nominal, decision.given()), std::max(next.actual, given)};
           }

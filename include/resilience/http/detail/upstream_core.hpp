@@ -100,6 +100,10 @@ class upstream_core : public std::enable_shared_from_this<upstream_core> {
   // The addresses the name resolved to (none: the resolution failed, and
   // the set stays as it is).
   void resolved(const std::vector<std::string>& addresses, time_point now);
+  // A probe or a resolution that never ended (its io_context destroyed
+  // under it): the next call may start another.
+  void probe_abandoned(replica& r);
+  void resolution_abandoned();
 
   // No replica yet, and a name to resolve: the first calls resolve it.
   bool awaiting_resolution() const;

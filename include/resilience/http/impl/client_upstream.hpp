@@ -31,12 +31,30 @@ replica_outcome replica_outcome_of(const outcome<T>& out, const context& ctx) {
 
 // A probe of an ejected replica's connection (upstream.hpp), and a
 // resolution of the upstream's name: background work that holds the
-// upstream, not the client.
+// upstream, not the client. A frame destroyed before it reported (its
+// io_context gone) leaves the upstream free to start another.
+struct unfinished_background {
+  std::function<void()> abandon;
+  ~unfinished_background() {
+    if (abandon) abandon();
+  }
+};
+
+// Starts that work on `executor`, finished or not as it goes. Compiled in
+// the library, not here: GCC 12 at -O2 and above puts the frame functions of
+// co_spawn's entry point in the COMDAT group of the template it was inlined
+// into, and a program instantiating that template too (any user of the
+// client) keeps its own copy of the group while the library's data still
+// refers to the discarded one: the link fails ("defined in discarded
+// section").
+void spawn_background(const boost::asio::any_io_executor& executor, boost::asio::awaitable<void> work);
+
 template <class Clock>
 boost::asio::awaitable<void> probe_replica(std::shared_ptr<upstream_core> core, std::shared_ptr<replica> r,
                                            Clock clock, duration bound) {
   namespace asio = boost::asio;
   using tcp = asio::ip::tcp;
+  unfinished_background unfinished{[&core, &r] { core->probe_abandoned(*r); }};
   bool connected = false;
   try {
     const auto ex = co_await asio::this_coro::executor;
@@ -60,6 +78,7 @@ boost::asio::awaitable<void> probe_replica(std::shared_ptr<upstream_core> core, 
   } catch (...) {
     connected = false;  // a bound that ran out, a cancellation: not connected
   }
+  unfinished.abandon = nullptr;
   core->probed(*r, connected, clock.now());
 }
 
@@ -67,6 +86,7 @@ template <class Clock>
 boost::asio::awaitable<void> resolve_replicas(std::shared_ptr<upstream_core> core, Clock clock, duration bound) {
   namespace asio = boost::asio;
   using tcp = asio::ip::tcp;
+  unfinished_background unfinished{[&core] { core->resolution_abandoned(); }};
   std::vector<std::string> addresses;
   try {
     const endpoint& name = *core->options().resolved_name();
@@ -86,6 +106,7 @@ boost::asio::awaitable<void> resolve_replicas(std::shared_ptr<upstream_core> cor
   } catch (...) {
     addresses.clear();  // resolved to nothing: the set stays as it is
   }
+  unfinished.abandon = nullptr;
   core->resolved(addresses, clock.now());
 }
 
@@ -151,11 +172,10 @@ void basic_client<Clock>::report_upstream(detail::upstream_news& news,
   // The background work holds the upstream, not the client: it outlives
   // neither its io_context nor anything it refers to.
   for (auto& r : news.probes)
-    boost::asio::co_spawn(executor, detail::probe_replica(core, std::move(r), clock_, options_.attempt_timeout()),
-                          boost::asio::detached);
+    detail::spawn_background(executor,
+                             detail::probe_replica(core, std::move(r), clock_, options_.attempt_timeout()));
   if (news.resolve)
-    boost::asio::co_spawn(executor, detail::resolve_replicas(core, clock_, options_.pool().resolve_timeout()),
-                          boost::asio::detached);
+    detail::spawn_background(executor, detail::resolve_replicas(core, clock_, options_.pool().resolve_timeout()));
 }
 
 template <resilience::clock Clock>
