@@ -499,6 +499,8 @@ BOOST_AUTO_TEST_CASE(a_full_server_sheds_with_503_and_retry_after_at_once) {
   BOOST_REQUIRE_EQUAL(c.responses.size(), 1u);
   BOOST_TEST(c.responses[0].result_int() == 503u);
   BOOST_TEST(c.responses[0][bhttp::field::retry_after] == "7");
+  BOOST_TEST(c.responses[0][bhttp::field::content_type] == "text/plain; charset=utf-8");
+  BOOST_TEST(c.responses[0].body() == "503 Service Unavailable\n", "a short body says what the status means");
   BOOST_TEST(calls == 2, "a shed request never reaches the handler");
   BOOST_TEST(shed == (std::vector<std::uint32_t>{2}), boost::test_tools::per_element());
   BOOST_TEST(a.reads == 0);
@@ -795,7 +797,43 @@ BOOST_AUTO_TEST_CASE(a_malformed_request_answers_400) {
   c.read(*this);
   BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
   BOOST_TEST(c.responses.at(0).result_int() == 400u);
+  BOOST_TEST(c.responses.at(0).body() == "400 Bad Request\n");
   BOOST_TEST(finished == (std::vector<unsigned>{400}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(problem_details_answer_with_rfc_9457_json) {
+  start(options().problem_details(true));
+  client c(*this);
+  c.send(raw_get("/throw"));
+  c.read(*this);
+  BOOST_REQUIRE(drive([&] { return c.reads == 1; }));
+  BOOST_TEST(c.responses.at(0).result_int() == 500u);
+  BOOST_TEST(c.responses.at(0)[bhttp::field::content_type] == "application/problem+json");
+  BOOST_TEST(c.responses.at(0).body() == "{\"title\":\"Internal Server Error\",\"status\":500}\n");
+  client big(*this);
+  big.send("POST /hello HTTP/1.1\r\nHost: test\r\nContent-Length: 100000000\r\n\r\n");
+  big.read(*this);
+  BOOST_REQUIRE(drive([&] { return big.reads == 1; }));
+  BOOST_TEST(big.responses.at(0).result_int() == 413u);
+  BOOST_TEST(big.responses.at(0)[bhttp::field::content_type] == "application/problem+json");
+}
+
+// A connection that never sends a byte (a browser's preconnect, a check of
+// the port) is closed at the header bound like a slow one, but it is not
+// counted as one: it never began a request.
+BOOST_AUTO_TEST_CASE(a_connection_that_never_sends_a_byte_is_closed_but_not_counted_slow) {
+  start(options().header_read_timeout(2s));
+  client silent(*this), loris(*this);
+  loris.send("GET /hello HTTP/1.1\r\nHo");
+  silent.read(*this);
+  loris.read(*this);
+  BOOST_REQUIRE(drive([&] { return server->connections() == 2u; }));
+  BOOST_REQUIRE(quiet());
+  advance(2s);
+  BOOST_REQUIRE(drive([&] { return silent.reads == 1 && loris.reads == 1; }));
+  BOOST_TEST(silent.closed());
+  BOOST_TEST(loris.closed());
+  BOOST_TEST(slow == (std::vector<rhttp::client_phase>{rhttp::client_phase::header}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(drain_lets_requests_in_progress_finish_and_refuses_new_connections) {

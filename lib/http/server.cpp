@@ -27,6 +27,10 @@ server_options server_options::retry_after(std::chrono::seconds s) const {
   return resilience::detail::with_option(*this, &server_options::retry_after_, s);
 }
 
+server_options server_options::problem_details(bool on) const {
+  return resilience::detail::with_option(*this, &server_options::problem_details_, on);
+}
+
 server_options server_options::inbound_deadline(deadline_header h) const {
   return resilience::detail::with_option(*this, &server_options::inbound_deadline_, std::move(h));
 }

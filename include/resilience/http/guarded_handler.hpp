@@ -21,18 +21,38 @@
 
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace resilience::http {
 
 namespace detail {
 
-// An answer of the server's own (503, 504, 500...), empty, in the handler's
-// response type.
+// An answer of the server's own (503, 504, 500, 4xx) in the handler's
+// response type: when its body holds a std::string, a short one naming the
+// status, as text/plain, or as RFC 9457 problem details
+// (application/problem+json, "type" left to its default, about:blank) with
+// server_options::problem_details(); else empty.
 template <class Response>
-Response status_response(boost::beast::http::status status, unsigned version, bool keep_alive) {
+Response status_response(boost::beast::http::status status, unsigned version, bool keep_alive, bool problem) {
+  namespace bhttp = boost::beast::http;
   Response res{status, version};
   res.keep_alive(keep_alive);
+  if constexpr (std::is_same_v<typename Response::body_type::value_type, std::string>) {
+    const auto reason = bhttp::obsolete_reason(status);
+    const auto code = std::to_string(static_cast<unsigned>(status));
+    if (problem) {
+      res.set(bhttp::field::content_type, "application/problem+json");
+      res.body() = "{\"title\":\"";
+      res.body().append(reason.data(), reason.size());
+      res.body() += "\",\"status\":" + code + "}\n";
+    } else {
+      res.set(bhttp::field::content_type, "text/plain; charset=utf-8");
+      res.body() = code + ' ';
+      res.body().append(reason.data(), reason.size());
+      res.body() += '\n';
+    }
+  }
   res.prepare_payload();
   return res;
 }

@@ -49,6 +49,11 @@ class server_options {
   server_options max_concurrent(std::uint32_t n) const;
   // Retry-After on a 503 from shedding, in whole seconds, 0 or more; 1 by default.
   server_options retry_after(std::chrono::seconds s) const;
+  // The server's own answers (503, 504, 500, 400, 413, 431) carry a short
+  // body naming the status: text/plain by default; on, RFC 9457 problem
+  // details (application/problem+json). Only for handlers whose response
+  // body is a std::string; others get an empty body.
+  server_options problem_details(bool on) const;
   // The header an inbound deadline comes in; grpc-timeout by default.
   server_options inbound_deadline(deadline_header h) const;
   // The most time a handler gets, whatever the client asks (and when it
@@ -94,6 +99,7 @@ class server_options {
 
   std::uint32_t max_concurrent() const noexcept { return max_concurrent_; }
   std::chrono::seconds retry_after() const noexcept { return retry_after_; }
+  bool problem_details() const noexcept { return problem_details_; }
   const deadline_header& inbound_deadline() const noexcept { return inbound_deadline_; }
   duration max_deadline() const noexcept { return max_deadline_; }
   duration header_read_timeout() const noexcept { return header_read_timeout_; }
@@ -114,6 +120,7 @@ class server_options {
  private:
   std::uint32_t max_concurrent_ = 100;
   std::chrono::seconds retry_after_{1};
+  bool problem_details_ = false;
   deadline_header inbound_deadline_ = deadline_header::grpc_timeout();
   duration max_deadline_ = std::chrono::seconds(30);
   duration header_read_timeout_ = std::chrono::seconds(10);

@@ -52,14 +52,14 @@ struct guard_steps {
   response bad_deadline(unsigned version, bool keep_alive, time_point start, const context& ctx) const {
     report(ctx, event_kind::request_refused, 400);
     finish(400, start);
-    return status_response<response>(boost::beast::http::status::bad_request, version, keep_alive);
+    return status_response<response>(boost::beast::http::status::bad_request, version, keep_alive, options().problem_details());
   }
 
   response shed(unsigned version, bool keep_alive, time_point start, const context& ctx) const {
     namespace bhttp = boost::beast::http;
     if (options().on_shed()) options().on_shed()(guard->slots_.in_flight());
     report(ctx, event_kind::shed, 503);
-    auto res = status_response<response>(bhttp::status::service_unavailable, version, keep_alive);
+    auto res = status_response<response>(bhttp::status::service_unavailable, version, keep_alive, options().problem_details());
     res.set(bhttp::field::retry_after, std::to_string(options().retry_after().count()));
     finish(503, start);
     return res;
@@ -73,10 +73,10 @@ struct guard_steps {
       if (options().on_deadline_exceeded()) options().on_deadline_exceeded()(deadline);
       report(ctx, event_kind::server_deadline_exceeded, 504);
       finish(504, start);
-      return status_response<response>(bhttp::status::gateway_timeout, version, keep_alive);
+      return status_response<response>(bhttp::status::gateway_timeout, version, keep_alive, options().problem_details());
     }
     finish(500, start);
-    return status_response<response>(bhttp::status::internal_server_error, version, keep_alive);
+    return status_response<response>(bhttp::status::internal_server_error, version, keep_alive, options().problem_details());
   }
 };
 

@@ -142,7 +142,7 @@ boost::asio::awaitable<void> server<Handler, Clock>::session(tcp::socket socket,
     if (o.on_request_finished()) o.on_request_finished()(request_finished{static_cast<unsigned>(status), {}, method});
     detail::guard_steps<guarded_handler<Handler, Clock>>::report(connection_ctx, event_kind::request_refused,
                                                                  static_cast<unsigned>(status));
-    auto res = detail::status_response<bhttp::response<bhttp::empty_body>>(status, version, false);
+    auto res = detail::status_response<bhttp::response<bhttp::string_body>>(status, version, false, o.problem_details());
     {
       bound(o.write_timeout());
       auto [ec, n] = co_await bhttp::async_write(socket, res, socket_op);
@@ -182,8 +182,11 @@ boost::asio::awaitable<void> server<Handler, Clock>::session(tcp::socket socket,
       detail::request_stream<Clock> stream(socket, *entry, clock, o.header_read_timeout());
       auto [ec, n] = co_await bhttp::async_read_header(stream, buffer, parser, socket_op);
       (void)n;
-      const bool idle = std::exchange(entry->idle, false);
-      if (idle ? entry->timed_out : cut(client_phase::header)) break;  // an idle client is not a slow one
+      // An idle client is not a slow one, and neither is a connection that
+      // never sent a byte (a preconnect, a check of the port): both are
+      // closed quietly at their bound.
+      const bool idle = std::exchange(entry->idle, false) || (first && !parser.got_some() && buffer.size() == 0);
+      if (idle ? entry->timed_out : cut(client_phase::header)) break;
       if (entry->cancelled) break;  // drained while idle
       if (ec == bhttp::error::header_limit) {
         co_await refuse(bhttp::status::request_header_fields_too_large, 11, bhttp::verb::unknown);
