@@ -122,9 +122,25 @@ breaker_options breaker_options::half_open_judged_by_ratio(std::uint32_t probes)
   return o;
 }
 
+breaker_options breaker_options::probe_strictly_after_break(bool on) const {
+  return resilience::detail::with_option(*this, &breaker_options::strict_break_, on);
+}
+
+breaker_options breaker_options::resilience4j_rules(std::uint32_t half_open_probes) const {
+  if (half_open_probes == 0 || half_open_probes > max_permits)
+    invalid_breaker_option("resilience4j_rules half_open_probes must be 1 to 65535");
+  auto o = slow_only_above_threshold().judge_every_call().half_open_judged_by_ratio(half_open_probes)
+               .probe_strictly_after_break();
+  if (!half_open_limit_set_) o.half_open_limit_ = duration::max();
+  return o;
+}
+
 breaker_options breaker_options::half_open_limit(duration d) const {
   if (d <= duration::zero()) invalid_breaker_option("half_open_limit must be positive");
-  return resilience::detail::with_option(*this, &breaker_options::half_open_limit_, d);
+  auto o = *this;
+  o.half_open_limit_ = d;
+  o.half_open_limit_set_ = true;
+  return o;
 }
 
 breaker_options breaker_options::on_state_change(std::function<void(const state_change&)> f) const {

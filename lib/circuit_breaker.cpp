@@ -119,11 +119,16 @@ breaker_core::breaker_core(breaker_options options, clock_ref clock)
       track_run_(options.consecutive_failures() != 0),
       by_count_(options.window() == breaker_options::window_kind::count),
       judge_every_call_(options.judges_every_call()),
+      strict_break_(options.probes_strictly_after_break()),
       judged_probes_(options.judged_half_open_probes()),
+      // Resilience4j judges its half-open calls in a window of their number,
+      // from the lesser of it and the minimum of calls on.
+      judged_at_(std::min(options.judged_half_open_probes(), options.minimum_calls())),
       options_(std::move(options)) {
-  if (judged_probes_ != 0 && !options_.failure_ratio())
+  if (judged_probes_ != 0 && !options_.failure_ratio() && !slow_on_)
     throw std::invalid_argument(
-        "breaker_options: half_open_judged_by_ratio needs a failure_ratio to judge the probes against");
+        "breaker_options: half_open_judged_by_ratio needs a failure_ratio or a slow_calls ratio to judge the probes "
+        "against");
   if (by_count_) {
     // Pairs of options are judged here, from the values in effect: unset
     // ones have yielded already, so only explicit settings can conflict.
@@ -167,11 +172,15 @@ void breaker_core::trip_if_due(std::uint64_t epoch, std::uint32_t run, const win
 
 // Under mutex_. The slot goes invalid first, so a reader can never pair one
 // period's tag with another's deadline (see phase_of).
-void breaker_core::publish(std::uint64_t epoch, time_point now, duration length) noexcept {
+// `strict`: the period ends one tick past its length, so that a phase is due
+// only once `length` has strictly elapsed.
+void breaker_core::publish(std::uint64_t epoch, time_point now, duration length, bool strict) noexcept {
   const bool never = length == duration::max();
   phase_slot& s = phases_[epoch & 1];
   s.tag.store(0, std::memory_order_release);
-  s.deadline.store(clamped_add(now, length).time_since_epoch().count(), std::memory_order_release);
+  time_point deadline = clamped_add(now, length);
+  if (strict) deadline = clamped_add(deadline, duration(1));
+  s.deadline.store(deadline.time_since_epoch().count(), std::memory_order_release);
   s.tag.store((epoch << 2) | (never ? 2 : 0) | 1, std::memory_order_release);
 }
 
@@ -213,7 +222,7 @@ bool breaker_core::transition(std::uint64_t expected, circuit_state to, time_poi
     if (word_.load(std::memory_order_relaxed) != expected) return false;
     // What the new period needs goes first: word_ publishes it.
     if (to == circuit_state::open) {
-      publish(epoch, now, open_for);
+      publish(epoch, now, open_for, strict_break_);
       openings_.store(opening, std::memory_order_relaxed);
     } else if (to == circuit_state::half_open) {
       publish(epoch, now, options_.half_open_limit());
@@ -313,7 +322,7 @@ breaker_ticket breaker_core::acquire_slow(breaker_news& news) noexcept {
 }
 
 void breaker_core::settle_probe(std::uint64_t epoch, result r, breaker_news& news) noexcept {
-  if (judged_probes_ != 0) return settle_judged_probe(epoch, r, news);
+  if (judged_probes_ != 0) return settle_judged_probe(epoch, r, false, news);
   const std::uint64_t period = make_word(circuit_state::half_open, epoch);
   std::uint64_t probes = probes_.load(std::memory_order_acquire);
   for (;;) {
@@ -335,18 +344,23 @@ void breaker_core::settle_probe(std::uint64_t epoch, result r, breaker_news& new
   }
 }
 
-// Resilience4j's half-open: every probe is recorded; the one that completes
-// the count judges them all. A failure is counted before its probe is (its
-// compare-and-swap on probes_ publishes it), so the judge, whose
-// compare-and-swap comes last, sees every failure of the period.
-void breaker_core::settle_judged_probe(std::uint64_t epoch, result r, breaker_news& news) noexcept {
+// Resilience4j's half-open: every probe is recorded; the one that brings the
+// count to judged_at_ judges them all. A failed or slow probe is counted
+// before it is recorded (its compare-and-swap on probes_ publishes it), so
+// the judge, whose compare-and-swap comes last, sees every one of the period.
+// When judged_at_ is below the probes allowed, a probe recording at the same
+// moment may be counted as failed or slow but not yet as recorded: it counts
+// as one of the judged (the counts are capped at them).
+void breaker_core::settle_judged_probe(std::uint64_t epoch, result r, bool slow, breaker_news& news) noexcept {
+  constexpr std::uint64_t tag_mask = ~std::uint64_t(0xffffffffu);
+  constexpr std::uint64_t one_slow = std::uint64_t(1) << 16;
   const std::uint64_t period = make_word(circuit_state::half_open, epoch);
   const std::uint64_t tag = (epoch & 0xffffffffu) << 32;
-  if (r == result::failure) {
+  if (const std::uint64_t add = (r == result::failure ? 1 : 0) + (slow ? one_slow : 0); add != 0) {
     std::uint64_t f = probe_failures_.load(std::memory_order_acquire);
     for (;;) {
-      if (word_.load(std::memory_order_acquire) != period || (f & ~std::uint64_t(0xffffffffu)) != tag) return;
-      if (probe_failures_.compare_exchange_weak(f, f + 1, std::memory_order_acq_rel, std::memory_order_acquire)) break;
+      if (word_.load(std::memory_order_acquire) != period || (f & tag_mask) != tag) return;
+      if (probe_failures_.compare_exchange_weak(f, f + add, std::memory_order_acq_rel, std::memory_order_acquire)) break;
     }
   }
   std::uint64_t probes = probes_.load(std::memory_order_acquire);
@@ -356,10 +370,14 @@ void breaker_core::settle_judged_probe(std::uint64_t epoch, result r, breaker_ne
     const std::uint32_t recorded = successes_of(probes) + (r == result::neither ? 0 : 1);
     const std::uint64_t next = make_probes(epoch, in_flight > 0 ? in_flight - 1 : 0, std::min(recorded, count_max));
     if (!probes_.compare_exchange_weak(probes, next, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
-    if (r != result::neither && recorded == judged_probes_) {
-      const std::uint64_t f = probe_failures_.load(std::memory_order_acquire);
-      const double failures = (f & ~std::uint64_t(0xffffffffu)) == tag ? static_cast<double>(f & 0xffffffffu) : 0.0;
-      const bool reopen = failures / judged_probes_ >= *options_.failure_ratio();
+    if (r != result::neither && recorded == judged_at_) {
+      std::uint64_t f = probe_failures_.load(std::memory_order_acquire);
+      if ((f & tag_mask) != tag) f = tag;
+      const double calls = recorded;
+      const auto failed = static_cast<double>(std::min<std::uint64_t>(f & 0xffffu, recorded));
+      const auto slowed = static_cast<double>(std::min<std::uint64_t>((f >> 16) & 0xffffu, recorded));
+      const auto fr = options_.failure_ratio(), sr = options_.slow_call_ratio();
+      const bool reopen = (fr && failed / calls >= *fr) || (sr && slowed / calls >= *sr);
       transition(period, reopen ? circuit_state::open : circuit_state::closed, now(), news);
     }
     return;

@@ -358,7 +358,7 @@ BOOST_AUTO_TEST_CASE(half_open_probes_judged_by_their_failure_ratio) {
     breaker b(breaker_options{}.consecutive_failures(1).failure_ratio(0.5).open_duration(1s).resilience4j_rules(10),
               clock);
     fail(b);
-    clock.advance(1s);
+    clock.advance(b.time_until_probe());  // the break strictly elapsed
     std::vector<resilience::breaker_permit> probes;
     for (int i = 0; i < 10; ++i) {
       probes.push_back(b.try_acquire());

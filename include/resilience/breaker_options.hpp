@@ -23,7 +23,7 @@
 // whole). Ratios are judged once the window holds minimum_calls() calls, when
 // a failed or slow call is recorded: a success never opens the breaker.
 //
-// Resilience4j differs in three rules; each of ours is a choice, given with
+// Resilience4j differs in four rules; each of ours is a choice, given with
 // its reason below, and resilience4j_rules() (or one option each) restores
 // theirs for settings ported from it.
 #pragma once
@@ -81,7 +81,8 @@ class breaker_options {
   breaker_options open_duration(duration_generator g) const;
   breaker_options half_open_permits(std::uint32_t n) const;   // probes at a time; 1 by default
   breaker_options successes_to_close(std::uint32_t m) const;  // 1 by default
-  breaker_options half_open_limit(duration d) const;          // 60 s by default; duration::max() for none
+  // 60 s by default; duration::max() for none (unset, none with resilience4j_rules()).
+  breaker_options half_open_limit(duration d) const;
 
   // -- Resilience4j's rules --
   // A call is slow when it took longer than the threshold, as Resilience4j
@@ -94,18 +95,24 @@ class breaker_options {
   // reads no window (the hot path); such a window opens at its next failure.
   breaker_options judge_every_call(bool on = true) const;
   // The half-open period lets `probes` calls through in all (at most that
-  // many at once) and then judges them together: their failure ratio (a slow
-  // probe counts as failed) at or above failure_ratio() reopens it, below
-  // closes it; Resilience4j's permittedNumberOfCallsInHalfOpenState. Ours
-  // reopens at the first failed probe and closes after successes_to_close()
-  // successes: a dependency that fails a probe is not ready, and one bad
-  // probe costs one break, not a ratio's worth of failed calls. 1 to 65535;
-  // building a breaker without a failure ratio then throws. 0: ours.
+  // many at once) and judges them together once min(minimum_calls(), probes)
+  // of them are recorded: a failure ratio at or above failure_ratio(), or a
+  // slow-call ratio at or above the slow_calls() ratio, reopens it; below
+  // both, it closes; Resilience4j's permittedNumberOfCallsInHalfOpenState.
+  // Ours reopens at the first failed (or slow) probe and closes after
+  // successes_to_close() successes: a dependency that fails a probe is not
+  // ready, and one bad probe costs one break, not a ratio's worth of failed
+  // calls. 1 to 65535; building a breaker with neither ratio then throws.
+  // 0: ours.
   breaker_options half_open_judged_by_ratio(std::uint32_t probes) const;
-  // All three, with Resilience4j's 10 half-open calls by default.
-  breaker_options resilience4j_rules(std::uint32_t half_open_probes = 10) const {
-    return slow_only_above_threshold().judge_every_call().half_open_judged_by_ratio(half_open_probes);
-  }
+  // The first probe goes once the break has strictly elapsed (one clock tick
+  // past open_duration), as Resilience4j's clock.instant().isAfter(end) lets
+  // it. Ours lets it go at the break's end: a break is as long as it says.
+  breaker_options probe_strictly_after_break(bool on = true) const;
+  // All four, with Resilience4j's 10 half-open calls by default (1 to 65535),
+  // and, unless half_open_limit() is set, no half-open limit: Resilience4j's
+  // maxWaitDurationInHalfOpenState of 0 waits for every permitted call.
+  breaker_options resilience4j_rules(std::uint32_t half_open_probes = 10) const;
 
   // -- events: run on the calling thread, outside any lock. What one throws
   // ends the call that caused the event (the transition stands, a probe that
@@ -141,6 +148,7 @@ class breaker_options {
   std::uint32_t successes_to_close() const noexcept { return successes_to_close_; }
   duration half_open_limit() const noexcept { return half_open_limit_; }
   bool strict_slow_threshold() const noexcept { return slow_strict_; }
+  bool probes_strictly_after_break() const noexcept { return strict_break_; }
   bool judges_every_call() const noexcept { return judge_every_call_; }
   std::uint32_t judged_half_open_probes() const noexcept { return judged_probes_; }  // 0: off
   const std::function<void(const state_change&)>& on_state_change() const noexcept { return on_state_change_; }
@@ -163,7 +171,9 @@ class breaker_options {
   std::uint32_t half_open_permits_ = 1;
   std::uint32_t successes_to_close_ = 1;
   duration half_open_limit_ = std::chrono::seconds(60);
+  bool half_open_limit_set_ = false;
   bool slow_strict_ = false;
+  bool strict_break_ = false;
   bool judge_every_call_ = false;
   std::uint32_t judged_probes_ = 0;
   std::function<void(const state_change&)> on_state_change_;

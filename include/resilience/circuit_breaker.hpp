@@ -23,8 +23,9 @@
 //   open          calls are rejected at once, until the break ends.
 //   half_open     at most half_open_permits() probe calls at a time go through;
 //                 the rest are rejected at once. successes_to_close() successes
-//                 close it; one failure reopens it. It reopens too when it has
-//                 been half-open for half_open_limit() without closing, so a
+//                 close it; one failure reopens it (with half_open_judged_by_ratio(),
+//                 their ratios decide). It reopens too when it has been
+//                 half-open for half_open_limit() without closing, so a
 //                 probe that never ends cannot keep it half-open.
 //   isolated      held open by isolate() until reset().
 //   disabled      every call goes through and nothing is recorded.

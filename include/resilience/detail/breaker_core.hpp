@@ -16,7 +16,8 @@
 //             and a flag for "never", in the slot of its epoch's parity.
 //   probes_   probes in flight and probe successes of the half-open period
 //             (with half_open_judged_by_ratio, probes recorded; their
-//             failures are in probe_failures_, tagged the same way).
+//             failures and slow calls are in probe_failures_, tagged the
+//             same way).
 //
 // Transitions happen under mutex_, which nothing else takes: neither the
 // closed path nor open-state rejections nor probes wait for it. A transition
@@ -141,7 +142,9 @@ class breaker_core {
       if (r == result::neither) return;
       record_closed(t.epoch, r == result::failure, slow_on_ && took(t) >= slow_threshold_, news);
     } else if (t.kind == admission::probe) {
-      if (r == result::success && slow_on_ && took(t) >= slow_threshold_) r = result::failure;
+      const bool slow = r != result::neither && slow_on_ && took(t) >= slow_threshold_;
+      if (judged_probes_ != 0) return settle_judged_probe(t.epoch, r, slow, news);
+      if (r == result::success && slow) r = result::failure;
       settle_probe(t.epoch, r, news);
     }
   }
@@ -213,14 +216,14 @@ class breaker_core {
 
   breaker_ticket reject(circuit_state s, duration retry_after, breaker_news& news) noexcept;
   void settle_probe(std::uint64_t epoch, result r, breaker_news& news) noexcept;
-  void settle_judged_probe(std::uint64_t epoch, result r, breaker_news& news) noexcept;
+  void settle_judged_probe(std::uint64_t epoch, result r, bool slow, breaker_news& news) noexcept;
   // `known`: the window's counts as the call being evaluated left them, if
   // the window gave them; null to read them.
   void trip_if_due(std::uint64_t epoch, std::uint32_t run, const window_counts* known, breaker_news& news) noexcept;
   window_counts counts() const noexcept;
   bool transition(std::uint64_t expected, circuit_state to, time_point now, breaker_news& news,
                   bool first_probe = false) noexcept;
-  void publish(std::uint64_t epoch, time_point now, duration length) noexcept;
+  void publish(std::uint64_t epoch, time_point now, duration length, bool strict = false) noexcept;
   std::optional<phase> phase_of(std::uint64_t epoch) const noexcept;
 
   // Read on every call, written only by transitions; the rest of this line
@@ -234,14 +237,17 @@ class breaker_core {
   bool track_run_;  // consecutive failures are counted only when they can trip it
   bool by_count_;
   bool judge_every_call_;
+  bool strict_break_;
   std::uint32_t judged_probes_;  // half_open_judged_by_ratio(); 0: off
+  std::uint32_t judged_at_;      // probes recorded when they are judged: min(minimum_calls, judged_probes_)
   std::atomic<std::uint32_t>* consecutive_ = nullptr;  // in the window, on the line its failures write
 
   std::optional<count_window> count_;  // one of these two, as by_count_ says
   std::optional<time_window> time_;
 
   alignas(64) std::atomic<std::uint64_t> probes_{0};
-  // With judged probes: the low 32 bits of the period's epoch | failed probes (32).
+  // With judged probes: the low 32 bits of the period's epoch | slow probes
+  // (16) | failed probes (16); both counts at most max_permits.
   std::atomic<std::uint64_t> probe_failures_{0};
   phase_slot phases_[2];
   std::atomic<std::uint64_t> rejections_{0};
