@@ -88,12 +88,17 @@ namespace {
 // (when it would be full again); KEYS[2]: the replicas seen, scored by when.
 // ARGV: interval us, burst, permits wanted, now in us ("" for Redis's TIME),
 // this replica's id, how long a replica counts after its last round trip
-// (us). Returns {granted, us until the next permit is free (0 if one is),
-// replicas}. Numbers are written with %.0f: Lua's own conversion would round
-// them. A bucket on the caller's clock keeps a minute of margin in its expiry
-// (that clock need not run at Redis's pace: a test's manual_clock).
-// replicate_commands lets the script write after TIME on Redis 3.2 to 4
-// (effects replication is the only kind from Redis 5 on).
+// (us), how far ahead a lease may be reserved (us). Returns {granted, us,
+// replicas}: with permits granted, the us until they may be spent (0: now);
+// with none, the us until the next permit is free. With none free now, the
+// permits are reserved if the last of them is due within the reservation's
+// reach, and may be spent from then: the bucket counts them when they are
+// due, so replicas over the quota take turns, one round trip per lease,
+// instead of racing for each permit. Numbers are written with %.0f: Lua's
+// own conversion would round them. A bucket on the caller's clock keeps a
+// minute of margin in its expiry (that clock need not run at Redis's pace: a
+// test's manual_clock). replicate_commands lets the script write after TIME
+// on Redis 3.2 to 4 (effects replication is the only kind from Redis 5 on).
 constexpr const char* gcra_script = R"lua(
 if redis.replicate_commands then redis.replicate_commands() end
 local interval = tonumber(ARGV[1])
@@ -108,19 +113,26 @@ else
   now = tonumber(ARGV[4])
   margin_ms = 60000
 end
+local ahead = tonumber(ARGV[7])
 local tat = tonumber(redis.call('GET', KEYS[1]))
 if not tat or tat < now then tat = now end
 local tau = (burst - 1) * interval
-local free = math.floor((now + tau - tat) / interval) + 1
-if free < 0 then free = 0 end
-local granted = math.min(want, free)
+local granted = math.min(want, math.floor((now + tau - tat) / interval) + 1)
+local wait = 0
+if granted <= 0 then
+  granted = math.min(want, math.floor((now + ahead + tau - tat) / interval) + 1)
+  if granted > 0 then
+    wait = tat + (granted - 1) * interval - tau - now
+  else
+    granted = 0
+    wait = tat - tau - now
+  end
+end
 if granted > 0 then
   tat = tat + granted * interval
   redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX',
              string.format('%.0f', math.ceil((tat - now) / 1000) + 1 + margin_ms))
 end
-local wait = tat - tau - now
-if wait < 0 then wait = 0 end
 local window = tonumber(ARGV[6])
 redis.call('ZADD', KEYS[2], string.format('%.0f', now), ARGV[5])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('(%.0f', now - window))
@@ -164,6 +176,7 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
         interval_us_((std::chrono::duration_cast<std::chrono::microseconds>(options_.per()).count() +
                       options_.tokens() - 1) /
                      options_.tokens()),
+        lease_lifetime_us_(std::chrono::duration_cast<std::chrono::microseconds>(options_.lease_lifetime()).count()),
         replicas_(0) {}
 
   void refill(time_point now, std::function<void(permit_decision)> done) override {
@@ -206,6 +219,36 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
     }
     std::lock_guard lock(share_mutex_);
     return share_ ? share_->time_until_permit(now) : fail_closed_retry_after;
+  }
+
+  // The replicas that fell back do not come back together: each finds Redis
+  // when its probe does, within about probe_longest of its return (while its
+  // calls come). A replica back on the shared quota while others still spend
+  // their local shares would draw the whole rate beside them. So for
+  // return_hold() (longer than that spread by a whole `per`) a call needs a
+  // permit from the local share too: until then, the replicas admit no more
+  // than their shares, and any `per` after it starts after the last replica's
+  // return, so the shared quota's bound holds over it.
+  duration return_hold() const noexcept {
+    return options_.per() <= duration::max() - 2 * limiter_defaults::probe_longest
+               ? options_.per() + 2 * limiter_defaults::probe_longest
+               : duration::max();
+  }
+
+  permit_decision held_take(time_point now) noexcept override {
+    std::lock_guard lock(share_mutex_);
+    if (!share_) return take_shared(now);
+    // The share first: a call it turns away costs no leased permit and no round trip.
+    if (const duration wait = share_->time_until_permit(now); wait > duration::zero())
+      return {permit_decision::kind::rejected, wait};
+    const permit_decision d = take_shared(now);
+    if (d.what == permit_decision::kind::admitted && !share_->try_acquire(now)) {
+      // Not expected (the share is only used under this lock): the permit goes back.
+      leased_.fetch_add(1, std::memory_order_relaxed);
+      admitted_.fetch_sub(1, std::memory_order_relaxed);
+      return {permit_decision::kind::rejected, share_->time_until_permit(now)};
+    }
+    return d;
   }
 
   permit_decision fallback_take(time_point now) noexcept override {
@@ -270,7 +313,8 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
             std::to_string(want),
             std::move(now_us),
             replica_id_,
-            std::to_string(replica_window_us)};
+            std::to_string(replica_window_us),
+            std::to_string(lease_lifetime_us_)};
   }
 
   // Runs the script (EVALSHA; after a NOSCRIPT, EVAL, which loads it once:
@@ -310,8 +354,9 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
   }
 
   // A lease from Redis replaces what is left of the last one (expired
-  // permits are gone). Until the next permit Redis announced, a spent lease
-  // turns calls away without asking again.
+  // permits are gone); a reserved one may be spent from its start, for
+  // lease_lifetime(). Without a lease, calls are turned away without asking
+  // again until a reservation could reach the next permit Redis announced.
   void apply(const grant& g, time_point now) {
     const auto seen = static_cast<std::uint32_t>(std::clamp<std::int64_t>(g.replicas, 0, 65536));
     replicas_.store(seen, std::memory_order_relaxed);
@@ -327,14 +372,20 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
     }
     replicas_this_window_ = std::max(replicas_this_window_, seen);
     leased_total_.fetch_add(static_cast<std::uint64_t>(g.granted), std::memory_order_relaxed);
+    const auto wait = std::chrono::microseconds(std::max<std::int64_t>(g.wait_us, 0));
+    const time_point start = g.granted > 0 ? saturating_add(now, wait) : now;
     had_lease_ = g.granted > 0;
-    lease_granted_at_ = now;
-    leased_.store(g.granted, std::memory_order_relaxed);
-    permit_expected_at_.store(
-        g.wait_us > 0 ? saturating_add(now, std::chrono::microseconds(g.wait_us)).time_since_epoch().count() : 0,
-        std::memory_order_relaxed);
-    lease_expires_.store(saturating_add(now, options_.lease_lifetime()).time_since_epoch().count(),
-                         std::memory_order_release);
+    lease_granted_at_ = start;
+    const auto tick = [](time_point t) { return t.time_since_epoch().count(); };
+    // Refused: Redis reserves a lease once its last permit is due within
+    // lease_lifetime(), so asking earlier would be refused again.
+    const duration reach = options_.lease_lifetime();
+    time_point ask_again = start;
+    if (g.granted == 0) ask_again = wait > reach ? saturating_add(now, wait - reach) : now;
+    permit_expected_at_.store(wait > duration::zero() ? tick(saturating_add(now, wait)) : 0, std::memory_order_relaxed);
+    ask_again_at_.store(tick(ask_again) > tick(now) ? tick(ask_again) : 0, std::memory_order_relaxed);
+    lease_expires_.store(tick(saturating_add(start, options_.lease_lifetime())), std::memory_order_relaxed);
+    leased_.store(g.granted, std::memory_order_release);  // last: take_shared reads it first
   }
 
   void on_reply(error_code ec, const reply& r, time_point now) {
@@ -417,7 +468,7 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
       const grant g = parse(r, ec);
       if (!ec) {
         self->probe_attempt_ = 0;
-        self->resume();
+        self->resume(now);
         self->apply(g, now);
       } else {
         ++self->probe_attempt_;
@@ -443,10 +494,15 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
     return std::chrono::duration_cast<std::chrono::steady_clock::duration>(d).count();
   }
 
-  void resume() {
+  // Back on the shared quota; with a local share, held to it as well for
+  // return_hold(): see held_take.
+  void resume(time_point now) {
     leased_.store(0, std::memory_order_relaxed);
     lease_expires_.store(0, std::memory_order_relaxed);
     permit_expected_at_.store(0, std::memory_order_relaxed);
+    ask_again_at_.store(0, std::memory_order_relaxed);
+    if (options_.fallback() == fallback_mode::local_share)
+      held_until_.store(saturating_add(now, return_hold()).time_since_epoch().count(), std::memory_order_relaxed);
     had_lease_ = false;
     resumed_untold_.store(true, std::memory_order_relaxed);
     falling_back_.store(false, std::memory_order_release);
@@ -460,6 +516,7 @@ class limiter_impl final : public limiter_core, public std::enable_shared_from_t
   const std::string replica_id_;
   const std::string script_sha_;
   const std::int64_t interval_us_;
+  const std::int64_t lease_lifetime_us_;  // also how far ahead a lease may be reserved
 
   // On the executor.
   bool in_flight_ = false;

@@ -22,10 +22,15 @@
 // max_lease(), because a leased permit is spent at most lease_lifetime()
 // after Redis granted it; permits that expire unspent are lost to the quota
 // (the fleet admits less, never more). A Redis that restarts empty (or fails
-// over to a replica behind it) starts the bucket full again: one more burst.
-// A replica that Redis turned away asks again only when Redis said the next
-// permit comes, so a fleet over its quota makes at most one round trip per
-// replica per permit, not one per call it turns away.
+// over to a replica behind it) starts the bucket full again: one more burst,
+// unless the replicas fell back meanwhile (see "Return" below).
+// Over the quota, a replica's round trip reserves its next lease in the
+// bucket, if the last of its permits is due within lease_lifetime(): the
+// lease may be spent from then, and calls are turned away without asking
+// until then. The replicas take turns instead of racing for each permit: a
+// fleet over its quota makes one round trip per lease, at most one per
+// admitted call. Redis turns a replica away only when the reservations
+// reach past lease_lifetime(); it asks again when one would fit.
 //
 // No permit. With max_wait() zero (the default) the call ends at once with
 // error::rate_limited, without calling the op; the rejection event carries
@@ -45,8 +50,19 @@
 // reports resumed and goes back to the shared quota (the probe's permit is
 // its first lease). The calls drive the probe, so an idle limiter holds no
 // timer and never keeps io_context::run() from returning (nor does its idle
-// connection). While it falls back, calls make no round trip and are
-// decided by fallback():
+// connection).
+//
+// Return. The replicas find Redis again one by one, each when its probe
+// does. With local_share, for per + 2 × limiter_defaults::probe_longest
+// after its return a replica admits a call only with a permit from its local
+// share as well as from the lease: the replicas still on their shares and
+// those back admit no more than the shares together, and any span of `per`
+// in which a replica draws the shared quota alone starts after the others
+// are back (if they probe within 2 × probe_longest of the first, as their
+// calls make them do), so the bound above holds across the return.
+//
+// While it falls back, calls make no round trip and are decided by
+// fallback():
 //   - local_share (the default): a local token bucket at this replica's
 //     share of the quota, rate / replicas, where replicas is the largest
 //     number of replicas Redis reported using the key in the last one to

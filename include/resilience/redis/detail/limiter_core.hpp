@@ -10,6 +10,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -44,7 +45,9 @@ class limiter_core {
   // A leased permit, the fallback's decision, or ask_redis. Thread-safe.
   permit_decision try_take(time_point now) noexcept {
     if (falling_back_.load(std::memory_order_acquire)) return fallback_take(now);
-    permit_decision d = take_shared(now);
+    permit_decision d = now.time_since_epoch().count() < held_until_.load(std::memory_order_relaxed)
+                            ? held_take(now)
+                            : take_shared(now);
     // The first call on the shared quota again tells its sink.
     if (resumed_untold_.load(std::memory_order_relaxed)) [[unlikely]]
       d.resumed = resumed_untold_.exchange(false, std::memory_order_relaxed);
@@ -64,10 +67,11 @@ class limiter_core {
   duration time_until_permit(time_point now) const noexcept {
     if (falling_back()) return fallback_time_until_permit(now);
     const auto ticks = now.time_since_epoch().count();
-    if (ticks < lease_expires_.load(std::memory_order_acquire) && leased_.load(std::memory_order_relaxed) > 0)
-      return duration::zero();
     const auto at = permit_expected_at_.load(std::memory_order_relaxed);
-    return at > ticks ? duration(at - ticks) : duration::zero();
+    const duration shared = at > ticks ? duration(at - ticks) : duration::zero();
+    if (ticks < held_until_.load(std::memory_order_relaxed)) [[unlikely]]
+      return std::max(shared, fallback_time_until_permit(now));
+    return shared;
   }
   virtual const fleet_limiter_options& options() const noexcept = 0;
   // Cancels the probe and closes the connection (from ~basic_fleet_limiter).
@@ -75,10 +79,23 @@ class limiter_core {
 
  protected:
   virtual permit_decision fallback_take(time_point now) noexcept = 0;
+  // After a return from the fallback: a permit needs the local share's
+  // consent as well as the lease's (see the header's "Return").
+  virtual permit_decision held_take(time_point now) noexcept = 0;
 
   permit_decision take_shared(time_point now) noexcept {
-    if (now.time_since_epoch().count() < lease_expires_.load(std::memory_order_acquire)) {
-      std::int64_t left = leased_.load(std::memory_order_relaxed);
+    const auto ticks = now.time_since_epoch().count();
+    // Read first: its release orders the times apply() wrote before it.
+    std::int64_t left = leased_.load(std::memory_order_acquire);
+    // Before the lease Redis reserved may be spent, or before a round trip
+    // could bring one, a call is turned away without asking: asking would
+    // only cost Redis a script (a fleet over its quota would ask for every
+    // call it turns away, each replica racing the others for each permit).
+    if (ticks < ask_again_at_.load(std::memory_order_relaxed)) {
+      const auto expected = permit_expected_at_.load(std::memory_order_relaxed);
+      return {permit_decision::kind::rejected, duration(std::max<std::int64_t>(expected - ticks, 0))};
+    }
+    if (ticks < lease_expires_.load(std::memory_order_relaxed)) {
       while (left > 0) {
         if (leased_.compare_exchange_weak(left, left - 1, std::memory_order_acq_rel, std::memory_order_relaxed)) {
           admitted_.fetch_add(1, std::memory_order_relaxed);
@@ -86,12 +103,6 @@ class limiter_core {
         }
       }
     }
-    // Redis said when the next permit comes: until then, asking again
-    // would only cost it a script (a fleet over its quota would ask for
-    // every call it turns away).
-    const auto expected = permit_expected_at_.load(std::memory_order_relaxed);
-    const auto ticks = now.time_since_epoch().count();
-    if (ticks < expected) return {permit_decision::kind::rejected, duration(expected - ticks)};
     return {permit_decision::kind::ask_redis};
   }
   virtual duration fallback_time_until_permit(time_point now) const noexcept = 0;
@@ -100,7 +111,12 @@ class limiter_core {
   std::atomic<bool> resumed_untold_{false};
   alignas(64) std::atomic<std::int64_t> leased_{0};
   std::atomic<std::int64_t> lease_expires_{0};        // the clock's ticks
-  std::atomic<std::int64_t> permit_expected_at_{0};  // the clock's ticks, from Redis's last refusal
+  // The clock's ticks: when the reserved lease starts, or Redis expects the
+  // next permit; no round trip before ask_again_at_; the local share holds
+  // the lease back until held_until_ (after a return).
+  std::atomic<std::int64_t> permit_expected_at_{0};
+  std::atomic<std::int64_t> ask_again_at_{0};
+  std::atomic<std::int64_t> held_until_{0};
   alignas(64) std::atomic<std::uint64_t> admitted_{0};
 };
 
