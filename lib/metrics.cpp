@@ -1,3 +1,4 @@
+#include <resilience/detail/metric_families.hpp>
 #include <resilience/metrics.hpp>
 #include <resilience/prometheus.hpp>
 

@@ -1,5 +1,6 @@
 #include <resilience/prometheus_cpp.hpp>
 
+#include <resilience/detail/metric_families.hpp>
 #include <resilience/http/telemetry.hpp>
 #include <resilience/metrics.hpp>
 #include <resilience/prometheus.hpp>

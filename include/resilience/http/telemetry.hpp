@@ -42,6 +42,7 @@
 // record into the same series. The registry must outlive it.
 #pragma once
 
+#include <resilience/detail/metric_families.hpp>
 #include <resilience/http/client.hpp>
 #include <resilience/http/server.hpp>
 #include <resilience/metrics.hpp>
