@@ -1,4 +1,6 @@
+#include <resilience/detail/metric_families.hpp>
 #include <resilience/metrics.hpp>
+#include <resilience/prometheus.hpp>
 
 #include <boost/system/system_error.hpp>
 
@@ -118,13 +120,14 @@ struct metrics::registry {
     std::map<std::vector<std::string>, std::unique_ptr<user_series>> series;  // by label values
   };
   std::map<std::string, user_family, std::less<>> user;
-  // Every family's name as Prometheus' text writes it (dots to underscores,
-  // _total or _seconds added), to its OpenTelemetry name: two names that
-  // would be written alike are refused.
-  std::map<std::string, std::string, std::less<>> exported{
-      {"resilience_pipeline_duration_seconds", "resilience.pipeline.duration"},
-      {"resilience_strategy_attempt_duration_seconds", "resilience.strategy.attempt.duration"},
-      {"resilience_strategy_events_total", "resilience.strategy.events"}};
+  // Every family's name as Prometheus' text writes it (prometheus_name), to
+  // its OpenTelemetry name: two names that would be written alike are refused.
+  std::map<std::string, std::string, std::less<>> exported = [] {
+    std::map<std::string, std::string, std::less<>> own;
+    for (const auto* f : {&detail::pipeline_duration, &detail::attempt_duration, &detail::strategy_events})
+      own.emplace(prometheus_name(f->name, f->kind, f->unit), f->name);
+    return own;
+  }();
 
   template <class Map, class Key>
   static auto* cell(Map& map, Key key) {
@@ -148,28 +151,17 @@ class metrics::pipeline_events final : public event_sink {
   pipeline_events(registry& r, std::string name) : registry_(r), name_(std::move(name)) {}
 
   void on_event(const event& e) noexcept override {
-    const auto kind = static_cast<std::size_t>(e.kind);
-    if (kind >= event_kind_count) return;
-    const std::size_t outcome = e.outcome ? static_cast<std::size_t>(*e.outcome) + 1 : 0;
-    auto& slot = cells_[kind * (call_outcome_count + 1) + outcome];
-    detail::metric_counter* c = slot.load(std::memory_order_acquire);
-    if (!c) [[unlikely]] {
-      try {
-        std::lock_guard lock(registry_.mutex);
-        c = registry::cell(registry_.events,
-                           registry::event_key{name_, e.strategy(), e.name(), e.outcome ? to_string(*e.outcome) : "none"});
-      } catch (...) {
-        return;  // no memory for a new series: this event goes uncounted
-      }
-      slot.store(c, std::memory_order_release);
-    }
-    c->add();
+    detail::metric_counter* c = cells_.find(e, [&](const char* strategy, const char* name, const char* outcome) {
+      std::lock_guard lock(registry_.mutex);
+      return registry::cell(registry_.events, registry::event_key{name_, strategy, name, outcome});
+    });
+    if (c) c->add();
   }
 
  private:
   registry& registry_;
   const std::string name_;
-  std::array<std::atomic<detail::metric_counter*>, event_kind_count*(call_outcome_count + 1)> cells_{};
+  detail::event_counters<detail::metric_counter> cells_;
 };
 
 metrics::metrics(metrics_options options) : options_(options), registry_(std::make_unique<registry>()) {}
@@ -217,24 +209,18 @@ metrics::user_series& metrics::instrument(metric_kind kind, std::string_view nam
   const auto fail = [&](const std::string& why) {
     throw std::invalid_argument(std::string("metrics::") + who + ": \"" + std::string(name) + "\" " + why);
   };
-  const auto written = [](std::string_view n) {
-    std::string w(n);
-    std::replace(w.begin(), w.end(), '.', '_');
-    return w;
-  };
   check_instrument_name(name, who, "name");
   std::vector<std::string> written_labels;
   for (const auto& [label, value] : labels) {
     check_instrument_name(label, who, "label name");
-    std::string w = written(label);
+    std::string w = prometheus_label_name(label);
     if (w.rfind("__", 0) == 0) fail("has a label starting with __, which Prometheus reserves");
     if (kind == metric_kind::histogram && w == "le") fail("has a label le, which a histogram's buckets use");
     if (std::find(written_labels.begin(), written_labels.end(), w) != written_labels.end())
       fail("has two labels that are written alike");
     written_labels.push_back(std::move(w));
   }
-  const std::string exported_name =
-      written(name) + (kind == metric_kind::counter ? "_total" : kind == metric_kind::histogram ? "_seconds" : "");
+  const std::string exported_name = prometheus_name(name, kind, kind == metric_kind::histogram ? "s" : "");
   std::vector<duration> checked;
   if (kind == metric_kind::histogram) {
     if (bounds.empty()) bounds = options_.bucket_bounds();
@@ -296,17 +282,16 @@ metered_stage metrics::attempt_stage(std::string_view pipeline) & {
 namespace {
 
 template <class Key>
-std::vector<std::pair<std::string, std::string>> label_pairs(std::initializer_list<const char*> names, const Key& key) {
+std::vector<std::pair<std::string, std::string>> label_pairs(const detail::metric_family_info& family, const Key& key) {
   std::vector<std::pair<std::string, std::string>> labels;
   std::size_t i = 0;
-  for (const char* n : names) labels.emplace_back(n, key[i++]);
+  for (const char* n : family.labels) labels.emplace_back(n, key[i++]);
   return labels;
 }
 
 template <class Map>
-metric_family histogram_family(const Map& map, std::string name, std::string help,
-                               std::initializer_list<const char*> label_names, std::size_t bound_count) {
-  metric_family f{std::move(name), "s", std::move(help), metric_kind::histogram, {}, {}};
+metric_family histogram_family(const Map& map, const detail::metric_family_info& info, std::size_t bound_count) {
+  metric_family f{info.name, info.unit, info.help, info.kind, {}, {}};
   for (const auto& [key, h] : map) {
     metric_sample s;
     std::uint64_t running = 0;
@@ -315,7 +300,7 @@ metric_family histogram_family(const Map& map, std::string name, std::string hel
       s.cumulative.push_back(running);
     }
     if (running == 0) continue;
-    s.labels = label_pairs(label_names, key);
+    s.labels = label_pairs(info, key);
     s.count = running;  // the sum of the buckets, so the two always agree
     s.sum = std::chrono::nanoseconds(h->sum_ns.load(std::memory_order_relaxed));
     f.samples.push_back(std::move(s));
@@ -331,19 +316,14 @@ metrics_snapshot metrics::snapshot() const {
   snap.bounds.assign(bounds.begin(), bounds.end());
   std::lock_guard lock(registry_->mutex);
   // In name order.
-  snap.families.push_back(histogram_family(registry_->pipelines, "resilience.pipeline.duration",
-                                           "Duration of calls through a resilience pipeline.",
-                                           {"pipeline.name", "outcome"}, bounds.size()));
-  snap.families.push_back(histogram_family(registry_->attempts, "resilience.strategy.attempt.duration",
-                                           "Duration of each attempt inside a resilience pipeline.",
-                                           {"pipeline.name", "attempt.number", "outcome"}, bounds.size()));
-  metric_family events{"resilience.strategy.events", "", "Events reported by resilience strategies.",
-                       metric_kind::counter, {}, {}};
+  snap.families.push_back(histogram_family(registry_->pipelines, detail::pipeline_duration, bounds.size()));
+  snap.families.push_back(histogram_family(registry_->attempts, detail::attempt_duration, bounds.size()));
+  const detail::metric_family_info& info = detail::strategy_events;
+  metric_family events{info.name, info.unit, info.help, info.kind, {}, {}};
   for (const auto& [key, c] : registry_->events) {
     const std::uint64_t v = c->value.load(std::memory_order_relaxed);
     if (v == 0) continue;
-    events.samples.push_back(
-        metric_sample{label_pairs({"pipeline.name", "strategy.name", "event.name", "outcome"}, key), v, {}, {}, {}});
+    events.samples.push_back(metric_sample{label_pairs(info, key), v, {}, {}, {}});
   }
   snap.families.push_back(std::move(events));
   std::erase_if(snap.families, [](const metric_family& f) { return f.samples.empty(); });

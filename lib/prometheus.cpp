@@ -1,18 +1,12 @@
 #include <resilience/prometheus.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 
 namespace resilience {
 
 namespace {
-
-std::string prometheus_name(std::string_view otel) {
-  std::string name(otel);
-  for (char& c : name)
-    if (c == '.') c = '_';
-  return name;
-}
 
 void append_escaped(std::string& out, std::string_view value, bool quotes) {
   for (const char c : value) {
@@ -57,7 +51,7 @@ void append_labels(std::string& out, const metric_sample& s, std::string_view ex
   for (const auto& [name, value] : s.labels) {
     if (!first) out += ',';
     first = false;
-    out += prometheus_name(name);
+    out += prometheus_label_name(name);
     out += "=\"";
     append_escaped(out, value, true);
     out += '"';
@@ -74,11 +68,22 @@ void append_labels(std::string& out, const metric_sample& s, std::string_view ex
 
 }  // namespace
 
+std::string prometheus_label_name(std::string_view label) {
+  std::string name(label);
+  std::replace(name.begin(), name.end(), '.', '_');
+  return name;
+}
+
+std::string prometheus_name(std::string_view name, metric_kind kind, std::string_view unit) {
+  std::string written = prometheus_label_name(name);
+  if (unit == "s") written += "_seconds";
+  if (kind == metric_kind::counter) written += "_total";
+  return written;
+}
+
 void write_prometheus(const metrics_snapshot& snapshot, std::string& out) {
   for (const metric_family& f : snapshot.families) {
-    std::string name = prometheus_name(f.name);
-    if (f.unit == "s") name += "_seconds";
-    if (f.kind == metric_kind::counter) name += "_total";
+    const std::string name = prometheus_name(f.name, f.kind, f.unit);
     out += "# HELP " + name + ' ';
     append_escaped(out, f.help, false);
     out += "\n# TYPE " + name +

@@ -124,6 +124,9 @@ class metrics_options {
   std::size_t size_ = 0;
 };
 
+// A family's kind.
+enum class metric_kind : std::uint8_t { counter, histogram, gauge };
+
 namespace detail {
 
 struct metric_counter {
@@ -280,9 +283,8 @@ class metric_histogram_ref {
   std::span<const duration> bounds_;  // the family's, in the registry
 };
 
-// What a registry holds at one moment, for writers (prometheus.hpp) and tests.
-enum class metric_kind : std::uint8_t { counter, histogram, gauge };
-
+// What a registry holds at one moment (snapshot()), for writers
+// (prometheus.hpp) and tests.
 struct metric_sample {
   std::vector<std::pair<std::string, std::string>> labels;  // in the family's label order
   std::uint64_t count = 0;  // a counter's value; a histogram's observations

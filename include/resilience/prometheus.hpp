@@ -32,6 +32,14 @@ namespace resilience {
 // The Content-Type of what prometheus_text() returns.
 inline constexpr std::string_view prometheus_content_type = "text/plain; version=0.0.4; charset=utf-8";
 
+// A family's name as the exposition format writes it: dots to underscores,
+// then `_seconds` for a unit of "s", `_total` for a counter. The one
+// translation: write_prometheus, the registry's check of names that would be
+// written alike, and prometheus_cpp.hpp's sink use it.
+std::string prometheus_name(std::string_view name, metric_kind kind, std::string_view unit);
+// A label's name: dots to underscores.
+std::string prometheus_label_name(std::string_view label);
+
 // Appends a snapshot in the exposition format to `out`.
 void write_prometheus(const metrics_snapshot& snapshot, std::string& out);
 

@@ -13,40 +13,6 @@ namespace {
 
 namespace bhttp = boost::beast::http;
 
-// A meter's series by their labels, joined into one key: each combination's
-// histogram is made once, in the registry.
-struct series_cache {
-  metrics* registry;
-  const char* name;
-  const char* help;
-  std::mutex mutex;
-  std::unordered_map<std::string, metric_histogram_ref> series;
-
-  // `labels()` makes the series' labels, on the first call with this key only.
-  template <class Labels>
-  void record(const std::string& key, Labels labels, duration d) {
-    std::unique_lock lock(mutex);
-    auto it = series.find(key);
-    if (it == series.end()) {
-      lock.unlock();
-      // The registry has its own lock; two threads making the same series get
-      // the same one. A hook must not throw: a name the application made
-      // otherwise is its error, and these calls go unrecorded.
-      std::optional<metric_histogram_ref> made;
-      try {
-        made = registry->histogram(name, labels(), help, http_duration_buckets());
-      } catch (const std::exception&) {
-        return;
-      }
-      lock.lock();
-      it = series.emplace(key, *made).first;
-    }
-    const metric_histogram_ref h = it->second;
-    lock.unlock();
-    h.record(d);
-  }
-};
-
 std::string status_text(unsigned status) { return status == 0 ? std::string() : std::to_string(status); }
 
 }  // namespace
@@ -84,94 +50,108 @@ std::string otel_error_type(const error_code& ec) {
   return std::string(ec.category().name()) + ':' + std::to_string(ec.value());
 }
 
-struct client_meter::state {
-  series_cache calls;     // http.client.request.duration
-  series_cache attempts;  // resilience.http.client.attempt.duration
-};
-struct server_meter::state : series_cache {
-  std::vector<metric_counter_ref> slow_clients;  // by client_phase
-};
+namespace detail {
 
-client_meter::client_meter(metrics& registry) : state_(std::make_shared<state>()) {
-  state_->calls.registry = &registry;
-  state_->calls.name = "http.client.request.duration";
-  state_->calls.help = "Duration of HTTP client requests.";
-  state_->attempts.registry = &registry;
-  state_->attempts.name = "resilience.http.client.attempt.duration";
-  state_->attempts.help = "Duration of each attempt of an HTTP client call, by the replica it went to.";
+metric_labels http_series::labels() const {
+  metric_labels labels;
+  for (std::size_t i = 0; i < family->labels.size(); ++i) labels.emplace_back(family->labels[i], values[i]);
+  return labels;
 }
 
 namespace {
+
+void join_key(http_series& s) {
+  s.key.clear();
+  for (std::size_t i = 0; i < s.family->labels.size(); ++i) s.key.append(s.values[i]).append(1, '\n');
+}
+
 // One observation of a client call or attempt, labelled as OpenTelemetry's
 // http.client.request.duration is (server.address: the host asked for). An
 // attempt's also says which replica answered: network.peer.address, the
-// address connected to (the host when it was not resolved to one).
-void record_client(series_cache& into, boost::beast::http::verb v, const endpoint* to, unsigned status_code,
-                   const error_code& error, duration elapsed, bool with_peer) {
-  const std::string error_type = status_code >= 400 ? std::to_string(status_code) : otel_error_type(error);
-  const char* method = otel_method(v);
-  const std::string_view host = to ? std::string_view(to->host) : std::string_view();
-  const std::string_view peer = !with_peer ? std::string_view() : !to->address.empty() ? to->address : host;
-  const std::string port = to ? std::to_string(to->port) : std::string();
-  const char* scheme = to && to->tls ? "https" : "http";
-  const std::string status = status_text(status_code);
-  thread_local std::string key;
-  key.clear();
-  for (const std::string_view part : {std::string_view(method), host, std::string_view(port), std::string_view(scheme),
-                                      std::string_view(status), std::string_view(error_type), peer})
-    key.append(part).append(1, '\n');
-  into.record(
-      key,
-      [&] {
-        metric_labels labels{{"http.request.method", method}, {"server.address", std::string(host)},
-                             {"server.port", port},           {"url.scheme", scheme},
-                             {"http.response.status_code", status}, {"error.type", error_type}};
-        if (with_peer) labels.emplace_back("network.peer.address", std::string(peer));
-        return labels;
-      },
-      elapsed);
+// address connected to (the host when it was not resolved to one; empty
+// without an endpoint).
+void label_client(http_series& into, bhttp::verb v, const endpoint* to, unsigned status_code, const error_code& error,
+                  bool attempt) {
+  into.family = attempt ? &client_attempt_duration : &client_request_duration;
+  auto& values = into.values;
+  values[0] = otel_method(v);
+  values[1] = to ? std::string_view(to->host) : std::string_view();
+  values[2] = to ? std::to_string(to->port) : std::string();
+  values[3] = to && to->tls ? "https" : "http";
+  values[4] = status_text(status_code);
+  values[5] = status_code >= 400 ? values[4] : otel_error_type(error);
+  if (attempt) values[6] = !to ? std::string_view() : !to->address.empty() ? std::string_view(to->address) : values[1];
+  join_key(into);
 }
+
 }  // namespace
 
-void client_meter::operator()(const client_call_event& e) const {
-  record_client(state_->calls, e.method, e.to, e.status, e.error, e.elapsed, false);
+void label_series(const client_call_event& e, http_series& into) {
+  label_client(into, e.method, e.to, e.status, e.error, false);
+}
+void label_series(const client_attempt_event& e, http_series& into) {
+  label_client(into, e.method, e.to, e.status, e.error, true);
+}
+void label_series(const request_finished& e, http_series& into) {
+  into.family = &server_request_duration;
+  into.values[0] = otel_method(e.method);
+  into.values[1] = "http";
+  into.values[2] = status_text(e.status);
+  into.values[3] = e.status >= 500 ? into.values[2] : std::string();
+  join_key(into);
 }
 
-void client_meter::operator()(const client_attempt_event& e) const {
-  record_client(state_->attempts, e.method, e.to, e.status, e.error, e.elapsed, e.to != nullptr);
+}  // namespace detail
+
+namespace {
+
+using series_cache = detail::http_series_cache<metric_histogram_ref>;
+
+// Into the registry, with OpenTelemetry's HTTP buckets.
+void record(metrics& registry, series_cache& cache, const detail::http_series& s, duration elapsed) {
+  const auto h = cache.find(s, [&](const detail::http_series& series) {
+    return registry.histogram(series.family->name, series.labels(), series.family->help, http_duration_buckets());
+  });
+  if (h) h->record(elapsed);
 }
+
+template <class Event>
+void record(metrics& registry, series_cache& cache, const Event& e) {
+  thread_local detail::http_series series;
+  detail::label_series(e, series);
+  record(registry, cache, series, e.elapsed);
+}
+
+}  // namespace
+
+struct client_meter::state {
+  metrics* registry;
+  series_cache calls;     // http.client.request.duration
+  series_cache attempts;  // resilience.http.client.attempt.duration
+};
+struct server_meter::state {
+  metrics* registry;
+  series_cache requests;                         // http.server.request.duration
+  std::vector<metric_counter_ref> slow_clients;  // by client_phase
+};
+
+client_meter::client_meter(metrics& registry) : state_(std::make_shared<state>()) { state_->registry = &registry; }
+
+void client_meter::operator()(const client_call_event& e) const { record(*state_->registry, state_->calls, e); }
+
+void client_meter::operator()(const client_attempt_event& e) const { record(*state_->registry, state_->attempts, e); }
 
 server_meter::server_meter(metrics& registry) : state_(std::make_shared<state>()) {
   state_->registry = &registry;
-  state_->name = "http.server.request.duration";
-  state_->help = "Duration of HTTP server requests.";
-  for (const char* phase : {"header", "body", "write"}) {
-    state_->slow_clients.push_back(registry.counter(
-        "resilience.http.server.slow_clients", {{"client.phase", phase}},
-        "Connections closed because the client stalled: mid-request (header, body) or not reading the answer (write)."));
-  }
+  const auto& family = detail::server_slow_clients;
+  for (const char* phase : detail::client_phase_names)
+    state_->slow_clients.push_back(registry.counter(family.name, {{family.labels[0], phase}}, family.help));
 }
 
 void server_meter::operator()(client_phase stalled_in) const {
-  static_assert(static_cast<int>(client_phase::header) == 0 && static_cast<int>(client_phase::body) == 1 &&
-                static_cast<int>(client_phase::write) == 2);
   state_->slow_clients.at(static_cast<std::size_t>(stalled_in)).add();
 }
 
-void server_meter::operator()(const request_finished& e) const {
-  const char* method = otel_method(e.method);
-  const std::string status = status_text(e.status);
-  thread_local std::string key;
-  key.assign(method).append(1, '\n').append(status);
-  state_->record(
-      key,
-      [&] {
-        return metric_labels{{"http.request.method", method},
-                             {"url.scheme", "http"},
-                             {"http.response.status_code", status},
-                             {"error.type", e.status >= 500 ? status : std::string()}};
-      },
-      e.elapsed);
-}
+void server_meter::operator()(const request_finished& e) const { record(*state_->registry, state_->requests, e); }
 
 }  // namespace resilience::http

@@ -42,13 +42,99 @@
 // record into the same series. The registry must outlive it.
 #pragma once
 
+#include <resilience/detail/metric_families.hpp>
 #include <resilience/http/client.hpp>
 #include <resilience/http/server.hpp>
 #include <resilience/metrics.hpp>
 
+#include <array>
+#include <exception>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
 
 namespace resilience::http {
+
+namespace detail {
+
+using resilience::detail::metric_family_info;
+
+// The meters' families: the one place their names, help and label names are
+// written, for every registry they are recorded in (client_meter and
+// server_meter below; prometheus_cpp.hpp's, into a prometheus::Registry).
+inline constexpr const char* client_request_labels[] = {"http.request.method", "server.address", "server.port",
+                                                        "url.scheme", "http.response.status_code", "error.type"};
+inline constexpr metric_family_info client_request_duration{"http.client.request.duration", "s",
+                                                           metric_kind::histogram, "Duration of HTTP client requests.",
+                                                           client_request_labels};
+inline constexpr const char* client_attempt_labels[] = {"http.request.method", "server.address", "server.port",
+                                                        "url.scheme",          "http.response.status_code",
+                                                        "error.type",          "network.peer.address"};
+inline constexpr metric_family_info client_attempt_duration{
+    "resilience.http.client.attempt.duration", "s", metric_kind::histogram,
+    "Duration of each attempt of an HTTP client call, by the replica it went to.", client_attempt_labels};
+inline constexpr const char* server_request_labels[] = {"http.request.method", "url.scheme",
+                                                        "http.response.status_code", "error.type"};
+inline constexpr metric_family_info server_request_duration{"http.server.request.duration", "s",
+                                                           metric_kind::histogram, "Duration of HTTP server requests.",
+                                                           server_request_labels};
+inline constexpr const char* slow_client_labels[] = {"client.phase"};
+inline constexpr metric_family_info server_slow_clients{
+    "resilience.http.server.slow_clients", "", metric_kind::counter,
+    "Connections closed because the client stalled: mid-request (header, body) or not reading the answer (write).",
+    slow_client_labels};
+// client.phase's values, by client_phase.
+inline constexpr const char* client_phase_names[] = {"header", "body", "write"};
+static_assert(static_cast<int>(client_phase::header) == 0 && static_cast<int>(client_phase::body) == 1 &&
+              static_cast<int>(client_phase::write) == 2);
+
+// One observation's series: its family and label values, in the family's
+// label order, and `key`, the values joined, by which a meter finds it.
+// Refilled for each observation (no allocation once its strings have grown).
+struct http_series {
+  const metric_family_info* family = nullptr;
+  std::array<std::string, std::size(client_attempt_labels)> values;
+  std::string key;
+
+  metric_labels labels() const;  // for a new series only
+};
+void label_series(const client_call_event& e, http_series& into);
+void label_series(const client_attempt_event& e, http_series& into);
+void label_series(const request_finished& e, http_series& into);
+
+// A meter's series by key, each made once by make(series), which may throw
+// (then the observation goes unrecorded: a hook must not throw).
+template <class Series>
+class http_series_cache {
+ public:
+  template <class Make>
+  std::optional<Series> find(const http_series& s, Make&& make) {
+    std::unique_lock lock(mutex_);
+    auto it = series_.find(s.key);
+    if (it == series_.end()) {
+      lock.unlock();
+      // Made outside the lock: a registry has its own, and two threads
+      // making the same series get the same one.
+      std::optional<Series> made;
+      try {
+        made.emplace(make(s));
+      } catch (const std::exception&) {
+        return std::nullopt;
+      }
+      lock.lock();
+      it = series_.emplace(s.key, *made).first;
+    }
+    return it->second;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::string, Series> series_;
+};
+
+}  // namespace detail
 
 class client_meter {
  public:
