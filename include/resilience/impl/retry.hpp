@@ -33,82 +33,9 @@ template <class Policy, class T>
   return final;
 }
 
-// What follows a transient failure, before the wait.
-enum class retry_step : unsigned char {
-  give_up,  // the last outcome stands (it may have been replaced)
-  aborted,  // a hook cancelled the call
-  wait,     // wait `wait_for` (zero: yield), from `now`, then retry
-};
-
-// Everything between a transient failure and its wait: the delay, the limits,
-// the budget, the hooks. A function of its own, not part of the coroutine,
-// so that none of its locals takes room in the waiting frame (GCC keeps
-// every local of a coroutine in its frame). Out of line: a failure path.
-template <class T, class Policy, class Cancelled>
-[[gnu::noinline]] retry_step plan_retry(const Policy& policy, const context& ctx, delay_sequence& delays,
-                                        std::optional<outcome<T>>& last, time_point give_up_at,
-                                        const Cancelled& cancelled, duration& wait_for, time_point& now) {
-  const retry_options& options = policy.options();
-  if (ctx.attempt >= options.max_attempts) return retry_step::give_up;  // exhausted
-
-  // No wait may end past the time limit or the deadline: give up now
-  // instead, with the last outcome (deadline_exceeded if it has passed).
-  delay next = delays.next(policy.random());
-  using delay_type = std::remove_cvref_t<decltype(policy.delay_generator())>;
-  if constexpr (!requires { requires delay_type::is_default; }) {
-    const retry_delay decision = policy.delay_generator()(*last, ctx);
-    if (decision.decision() == retry_delay::kind::stop) return retry_step::give_up;
-    if (decision.decision() != retry_delay::kind::backoff) {
-      const duration given = decision.is_jittered() ? jitter_given(options.delays, decision.given(), policy.random())
-                                                    : decision.given();
-      if (decision.decision() == retry_delay::kind::pushback) {
-        next = delay{decision.given(), given};
-        delays.restart();
-      } else {
-        if (decision.decision() == retry_delay::kind::after) {
-          next = delay{decision.given(), given};
-        } else if (decision.decision() == retry_delay::kind::after_then_backoff) {
-          next = delay{saturating_sum(given, next.nominal), saturating_sum(given, next.actual)};
-        } else {
-          next = delay{std::max(next.nominal, decision.given()), std::max(next.actual, given)};
-        }
-        delays.waited(next.actual);
-      }
-    }
-  }
-  now = give_up_at != time_point::max() || next.actual != duration::zero() ? policy.clock().now() : time_point{};
-  // A wait that would never end (duration::max(), an isolated breaker)
-  // means "forever": give up now rather than sleep for centuries.
-  if (next.actual != duration::zero() && saturating_add(now, next.actual) == time_point::max())
-    return retry_step::give_up;
-  // A wait that ends at the deadline itself leaves the next attempt no
-  // time at all: that is past it too. (The time limit allows it.)
-  if (give_up_at != time_point::max() &&
-      (next.actual > give_up_at - now || (ctx.has_deadline() && next.actual >= ctx.deadline - now))) {
-    if (now >= ctx.deadline) last.emplace(outcome<T>::from_error(error::deadline_exceeded));
-    return retry_step::give_up;
-  }
-  // Asked last, when nothing else stops the retry: a refusal is a retry
-  // that would have happened.
-  if (!policy.budget().allows_retry()) {
-    policy.notify_budget_refused(ctx.attempt, *last);
-    ctx.report(event_about(event_kind::budget_refused, *last, ctx.attempt));
-    if (policy.budget_refusal_is_error()) last.emplace(outcome<T>::from_error(error::retry_budget_exhausted));
-    return retry_step::give_up;
-  }
-  policy.notify_retry(retry_event<T>{ctx.attempt, options.max_attempts, *last, next.nominal, next.actual});
-  ctx.report(event_about(event_kind::retry, *last, ctx.attempt, next.actual));
-  // A hook may have cancelled the call itself.
-  if (cancelled()) return retry_step::aborted;
-  wait_for = next.actual;
-  return retry_step::wait;
-}
-
-// Everything after a transient failure: waits and further attempts, the
-// call's outcome left in `last`. A coroutine of its own so that the success
-// path's frame stays small; `ctx` and `last` live in the caller's frame, so
-// this one holds no copy of them, and what is decided between attempts is
-// plan_retry's, so that its frame holds little more than the wait.
+// Everything after a transient failure: waits and further attempts. A
+// coroutine of its own so that the success path's frame stays small; `ctx`
+// and `last` live in the caller's frame, so this one holds no copy of them.
 //
 // Asio 1.81's co_spawn posts once at the end of a coroutine that never
 // suspended, and that post throws out of io_context::run when the coroutine
@@ -116,36 +43,85 @@ template <class T, class Policy, class Cancelled>
 // signal). A call that ends as a cancellation therefore yields once first,
 // with throwing switched off; `throws` is the setting to restore.
 template <class T, class Executor, class Op, class Policy>
-boost::asio::awaitable<void, Executor> retry_after_failure(Op& op, const Policy& policy, context& ctx,
+boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& policy, context& ctx,
                                                         std::optional<outcome<T>>& last, time_point give_up_at,
                                                         bool throws) {
   namespace asio = boost::asio;
   using clock_type = std::remove_cvref_t<decltype(policy.clock())>;
+  const retry_options& options = policy.options();
   const auto cancellation = co_await asio::this_coro::cancellation_state;
   const auto cancelled = [&] { return cancellation.cancelled() != asio::cancellation_type::none; };
 
-  delay_sequence delays{policy.options().delays};
+  delay_sequence delays{options.delays};
   bool aborted = false;
   for (;;) {
     if (cancelled()) {
       aborted = true;
       break;
     }
-    duration wait_for{};
-    time_point now{};
-    const retry_step step = plan_retry(policy, std::as_const(ctx), delays, last, give_up_at, cancelled, wait_for, now);
-    if (step != retry_step::wait) {
-      aborted = step == retry_step::aborted;
+    if (ctx.attempt >= options.max_attempts) break;  // exhausted
+
+    // No wait may end past the time limit or the deadline: give up now
+    // instead, with the last outcome (deadline_exceeded if it has passed).
+    delay next = delays.next(policy.random());
+    using delay_type = std::remove_cvref_t<decltype(policy.delay_generator())>;
+    if constexpr (!requires { requires delay_type::is_default; }) {
+      const retry_delay decision = policy.delay_generator()(*last, std::as_const(ctx));
+      if (decision.decision() == retry_delay::kind::stop) break;
+      if (decision.decision() != retry_delay::kind::backoff) {
+        const duration given = decision.is_jittered() ? jitter_given(options.delays, decision.given(), policy.random())
+                                                      : decision.given();
+        if (decision.decision() == retry_delay::kind::pushback) {
+          next = delay{decision.given(), given};
+          delays.restart();
+        } else {
+          if (decision.decision() == retry_delay::kind::after) {
+            next = delay{decision.given(), given};
+          } else if (decision.decision() == retry_delay::kind::after_then_backoff) {
+            next = delay{saturating_sum(given, next.nominal), saturating_sum(given, next.actual)};
+          } else {
+            next = delay{std::max(next.nominal, decision.given()), std::max(next.actual, given)};
+          }
+          delays.waited(next.actual);
+        }
+      }
+    }
+    const time_point now = give_up_at != time_point::max() || next.actual != duration::zero() ? policy.clock().now()
+                                                                                               : time_point{};
+    // A wait that would never end (duration::max(), an isolated breaker)
+    // means "forever": give up now rather than sleep for centuries.
+    if (next.actual != duration::zero() && saturating_add(now, next.actual) == time_point::max()) break;
+    // A wait that ends at the deadline itself leaves the next attempt no
+    // time at all: that is past it too. (The time limit allows it.)
+    if (give_up_at != time_point::max() &&
+        (next.actual > give_up_at - now || (ctx.has_deadline() && next.actual >= ctx.deadline - now))) {
+      if (now >= ctx.deadline) last.emplace(outcome<T>::from_error(error::deadline_exceeded));
       break;
     }
-    if (wait_for == duration::zero()) {
+    // Asked last, when nothing else stops the retry: a refusal is a retry
+    // that would have happened.
+    if (!policy.budget().allows_retry()) {
+      policy.notify_budget_refused(ctx.attempt, *last);
+      ctx.report(event_about(event_kind::budget_refused, *last, ctx.attempt));
+      if (policy.budget_refusal_is_error()) last.emplace(outcome<T>::from_error(error::retry_budget_exhausted));
+      break;
+    }
+    policy.notify_retry(retry_event<T>{ctx.attempt, options.max_attempts, *last, next.nominal, next.actual});
+    ctx.report(event_about(event_kind::retry, *last, ctx.attempt, next.actual));
+    // A hook may have cancelled the call itself.
+    if (cancelled()) {
+      aborted = true;
+      break;
+    }
+
+    if (next.actual == duration::zero()) {
       co_await yield_once<Executor>();
     } else if constexpr (uses_timer_queue<clock_type, Executor>) {
       queued_sleep<Executor> sleep;
-      co_await sleep.until(saturating_add(now, wait_for));
+      co_await sleep.until(saturating_add(now, next.actual));
     } else {
       auto timer = policy.clock().make_timer(co_await asio::this_coro::executor);
-      timer.expires_after(wait_for);
+      timer.expires_after(next.actual);
       co_await timer.async_wait(asio::as_tuple(asio::use_awaitable_t<Executor>{}));
     }
     // Either way, a cancellation during the wait ends the call.
@@ -176,6 +152,7 @@ boost::asio::awaitable<void, Executor> retry_after_failure(Op& op, const Policy&
     co_await yield_once<Executor>();
     co_await asio::this_coro::throw_if_cancelled(throws);
   }
+  co_return std::move(*last).get();
 }
 
 // The context as the first attempt's classifier (or op) reads it.
@@ -258,8 +235,7 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
   const time_point give_up_at =
       time_limit != duration::max() ? std::min(saturating_add(started.value, time_limit), ctx.deadline)
                                     : ctx.deadline;
-  co_await retry_after_failure<T, Executor>(op, policy, ctx, first.value, give_up_at, throws);
-  co_return take(std::move(*first.value));
+  co_return co_await retry_after_failure<T, Executor>(op, policy, ctx, first.value, give_up_at, throws);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
