@@ -22,6 +22,7 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_type.hpp>
+#include <boost/asio/deferred.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -43,11 +44,13 @@ class queued_sleep : timer_node {
   }
 
   // Resumes the awaiting coroutine at `at`, or at once when it is cancelled;
-  // the caller tells which by reading its cancellation state.
+  // the caller tells which by reading its cancellation state. To be awaited
+  // at once (co_await sleep.until(t)): a deferred operation, which Asio
+  // awaits in the caller's own frame, where use_awaitable would add a
+  // coroutine frame (144 bytes) for as long as the wait lasts.
   auto until(time_point at) {
-    boost::asio::use_awaitable_t<Executor> token;
-    return boost::asio::async_initiate<boost::asio::use_awaitable_t<Executor>, void()>(
-        [this, at](auto handler) {
+    return boost::asio::async_initiate<const boost::asio::deferred_t&, void()>(
+        [this, at](waiter_type handler) {
           owner_ = boost::asio::any_io_executor(boost::asio::get_associated_executor(handler));
           slot_ = boost::asio::get_associated_cancellation_slot(handler);
           waiter_.park(std::move(handler), owner_);
@@ -58,12 +61,12 @@ class queued_sleep : timer_node {
           queue_ = &timer_queue::of(owner_);
           queue_->add(*this);
         },
-        token);
+        boost::asio::deferred);
   }
 
  private:
-  using waiter_type =
-      typename boost::asio::async_result<boost::asio::use_awaitable_t<Executor>, void()>::handler_type;
+  // The handler Asio gives a deferred operation awaited in a coroutine.
+  using waiter_type = boost::asio::detail::awaitable_async_op_handler<void(), Executor>;
 
   struct canceller {
     explicit canceller(queued_sleep* s) noexcept : self(s) {}

@@ -67,8 +67,8 @@ inline delay spread_after(duration given, delay backoff, time_point give_up_at, 
 }
 
 // Everything after a transient failure: waits and further attempts. A
-// coroutine of its own so that the success path's frame stays small; `last`
-// lives in the caller's frame, so this one holds no copy of an outcome.
+// coroutine of its own so that the success path's frame stays small; `ctx`
+// and `last` live in the caller's frame, so this one holds no copy of them.
 //
 // Asio 1.81's co_spawn posts once at the end of a coroutine that never
 // suspended, and that post throws out of io_context::run when the coroutine
@@ -76,7 +76,7 @@ inline delay spread_after(duration given, delay backoff, time_point give_up_at, 
 // signal). A call that ends as a cancellation therefore yields once first,
 // with throwing switched off; `throws` is the setting to restore.
 template <class T, class Executor, class Op, class Policy>
-boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& policy, context ctx,
+boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& policy, context& ctx,
                                                         std::optional<outcome<T>>& last, time_point give_up_at,
                                                         bool throws) {
   namespace asio = boost::asio;
@@ -172,7 +172,10 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
         co_await invoke_op(op, ctx);
         last.emplace(outcome<T>::from_value({}));
       } else {
-        last.emplace(outcome<T>::from_value(co_await invoke_op(op, ctx)));
+        // Named, so that the outcome made from it is no temporary of an
+        // expression that suspends: it takes no room in the frame.
+        T value = co_await invoke_op(op, ctx);
+        last.emplace(outcome<T>::from_value(std::move(value)));
       }
     } catch (...) {
       last.emplace(outcome<T>::from_current_exception());
