@@ -22,6 +22,7 @@ class category final : public boost::system::error_category {
       case error::rate_limited: return "rate limit reached";
       case error::throttled: return "rejected by adaptive throttling";
       case error::no_replica: return "no replica to send to";
+      case error::pool_exhausted: return "no pooled connection in time";
     }
     return "unknown resilience error";
   }

@@ -214,8 +214,8 @@ BOOST_AUTO_TEST_CASE(the_attempt_timeout_ends_a_handshake_and_a_wait_for_a_conne
   BOOST_TEST(c.pool().open_connections(to) == 1u);
   clock.advance(2s);
   BOOST_REQUIRE(run_until(io, [&] { return handshaking.done() && waiting.done(); }));
-  BOOST_TEST((error_of(handshaking) == resilience::error::timeout));
-  BOOST_TEST((error_of(waiting) == resilience::error::timeout));
+  BOOST_TEST((error_of(handshaking) == resilience::error::timeout));  // its time ran out opening a connection
+  BOOST_TEST((error_of(waiting) == resilience::error::pool_exhausted));  // still queued for one
   BOOST_TEST(c.pool().open_connections(to) == 0u);
   BOOST_TEST(srv.accepted == 1);
   BOOST_TEST(clock.pending() == 0u);

@@ -269,6 +269,79 @@ BOOST_AUTO_TEST_CASE(a_full_pool_fails_at_once_when_told_not_to_wait) {
   BOOST_TEST(status_of(first) == 200u);
 }
 
+namespace {
+struct pool_wait_events final : resilience::event_sink {
+  std::vector<resilience::event> seen;  // `host` not to be read: a view into the call
+  void on_event(const resilience::event& e) noexcept override {
+    if (e.kind == resilience::event_kind::pool_wait) seen.push_back(e);
+  }
+};
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_call_that_waits_for_a_pooled_connection_reports_how_long) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::hold} : step{}; };
+  pool_wait_events events;
+  client_t c(quick().max_retries(0).attempt_timeout(5s).events(events).pool(
+                 rhttp::connection_pool_options{}.max_connections_per_host(1)),
+             clock);
+  completion<result_t> first, second;
+  spawn(io, call(c, srv.at(), get("/1")), first);
+  BOOST_REQUIRE(run_until(io, [&] { return srv.requests == 1; }));
+  spawn(io, call(c, srv.at(), get("/2")), second);
+  run_ready(io);
+  clock.advance(2s);
+  run_ready(io);
+  BOOST_TEST(!second.done());
+  BOOST_TEST(events.seen.empty(), "reported before the wait ended");
+  srv.open_gate();
+  BOOST_REQUIRE(run_until(io, [&] { return first.done() && second.done(); }));
+  BOOST_TEST(status_of(first) == 200u);
+  BOOST_TEST(status_of(second) == 200u);
+  BOOST_REQUIRE(events.seen.size() == 1u);  // the first call took its connection at once: no event
+  BOOST_TEST((events.seen[0].outcome == resilience::call_outcome::success));
+  BOOST_TEST((events.seen[0].delay == 2s));
+  BOOST_TEST(events.seen[0].attempt == 1u);
+  BOOST_TEST(!events.seen[0].error);
+}
+
+BOOST_AUTO_TEST_CASE(an_attempt_whose_time_runs_out_waiting_for_a_pooled_connection_ends_with_pool_exhausted) {
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  pool_wait_events events;
+  client_t c(quick().max_retries(0).attempt_timeout(1s).events(events).pool(
+                 rhttp::connection_pool_options{}.max_connections_per_host(1)),
+             clock);
+  // The one connection, held past the attempt's time as a slow call would hold it.
+  std::optional<rhttp::connection_lease> held;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        auto lease = co_await c.pool().acquire(srv.at());
+        if (lease) held.emplace(std::move(*lease));
+      },
+      asio::detached);
+  BOOST_REQUIRE(run_until(io, [&] { return held.has_value(); }));
+  completion<result_t> waiting;
+  spawn(io, call(c, srv.at(), get()), waiting);
+  run_ready(io);
+  BOOST_TEST(!waiting.done());
+  clock.advance(1s);
+  BOOST_REQUIRE(run_until(io, [&] { return waiting.done(); }));
+  BOOST_TEST((error_of(waiting) == resilience::error::pool_exhausted));
+  BOOST_TEST(resilience::reached_no_server(error_of(waiting)));
+  BOOST_TEST(srv.requests == 0);
+  BOOST_REQUIRE(events.seen.size() == 1u);
+  BOOST_TEST((events.seen[0].outcome == resilience::call_outcome::error));
+  BOOST_TEST((events.seen[0].error == resilience::error::pool_exhausted));
+  BOOST_TEST((events.seen[0].delay == 1s));
+  held.reset();
+  BOOST_TEST(c.pool().open_connections(srv.at()) == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(a_caller_cancelled_while_queued_leaves_the_queue) {
   asio::io_context io;
   manual_clock clock;

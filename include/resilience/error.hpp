@@ -25,6 +25,7 @@ enum class error : int {
                            // server's Retry-After holds its host longer than the call can wait
   throttled,               // adaptive throttling rejected the call locally
   no_replica,              // an upstream had no replica to send to (its name resolved to none)
+  pool_exhausted,          // an HTTP attempt's time ran out while it waited for a pooled connection
 };
 
 const boost::system::error_category& error_category() noexcept;
@@ -41,14 +42,15 @@ struct boost::system::is_error_code_enum<resilience::error> : std::true_type {};
 namespace resilience {
 
 // A call turned away here before anything was sent: by a circuit breaker,
-// a bulkhead, a rate limiter, an adaptive throttle, or for want of a replica. It says nothing of the
+// a bulkhead, a rate limiter, an adaptive throttle, for want of a replica, or
+// while waiting for a connection of the HTTP client's pool. It says nothing of the
 // dependency's health, so the default classifiers neither retry it after a
 // blind backoff nor count it against the dependency, and retry budgets are
 // not told of it (gRFC A6 counts only what a server answered).
 inline bool reached_no_server(const boost::system::error_code& ec) noexcept {
   return ec.category() == error_category() &&
          (ec == error::circuit_open || ec == error::bulkhead_full || ec == error::rate_limited ||
-          ec == error::throttled || ec == error::no_replica);
+          ec == error::throttled || ec == error::no_replica || ec == error::pool_exhausted);
 }
 
 }  // namespace resilience

@@ -85,8 +85,10 @@ const char* to_string(call_outcome o) noexcept;
   /* chaos: a fault injected */                                                                          \
   X(fault_injected, "on_fault_injected", "chaos")                                                        \
   /* http_client: an attempt waited `delay` for another call's Retry-After; an upstream's replica */     \
-  /* (`host`) ejected for `delay`, returned, added, removed */                                           \
+  /* (`host`) ejected for `delay`, returned, added, removed; an attempt waited `delay` for a pooled */   \
+  /* connection (`error` when its time ran out first) */                                                 \
   X(host_held, "on_host_held", "http_client")                                                            \
+  X(pool_wait, "on_pool_wait", "http_client")                                                            \
   X(replica_ejected, "on_replica_ejected", "http_client")                                                \
   X(replica_returned, "on_replica_returned", "http_client")                                              \
   X(replica_added, "on_replica_added", "http_client")                                                    \

@@ -44,6 +44,7 @@ std::string otel_error_type(const error_code& ec) {
       case resilience::error::rate_limited: return "rate_limited";
       case resilience::error::throttled: return "throttled";
       case resilience::error::no_replica: return "no_replica";
+      case resilience::error::pool_exhausted: return "pool_exhausted";
     }
   }
   if (is_cancellation(ec)) return "cancelled";

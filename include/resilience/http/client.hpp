@@ -40,8 +40,9 @@
 // status (interim 1xx ones are read past; a 503 that retries did not cure is
 // returned as is), or the error that ended the call — the last attempt's
 // own, or error::timeout, deadline_exceeded, circuit_open, bulkhead_full (no
-// connection and wait_for_connection(false)), rate_limited (a host's hold,
-// above), throttled. Cancelling the caller ends it with operation_aborted. A TLS
+// connection and wait_for_connection(false)), pool_exhausted (the attempt's
+// time ran out waiting for a pooled connection; an event pool_wait tells each
+// such wait), rate_limited (a host's hold, above), throttled. Cancelling the caller ends it with operation_aborted. A TLS
 // failure (an untrusted certificate) is never retried.
 //
 // A call goes to an endpoint, or to an upstream's replicas (upstream.hpp):
@@ -323,6 +324,8 @@ class basic_client {
 
   // No idle connection: a wait for one, or a new one, into `lease`, under a
   // bound of its own; a frame of its own, off the reusing attempts' path.
+  // The bound passing while it still waits for a place in the pool (not
+  // while a connection is opened) is error::pool_exhausted.
   boost::asio::awaitable<error_code> acquire_into(std::optional<connection_lease>& lease, const endpoint& to,
                                                   const context& ctx, duration limit);
 

@@ -278,6 +278,16 @@ class connection_lease {
 namespace detail {
 // The system's trusted certificates, peers verified.
 std::shared_ptr<boost::asio::ssl::context> default_tls_context();
+
+// A caller's wait for a place in the pool, for http::client's pool_wait
+// event: filled in only by a caller that found every connection in use, so
+// one served at once reads the clock no more than before.
+struct pool_wait_note {
+  const context* report_to = nullptr;  // told of a wait that ended with a grant
+  bool waited = false;
+  bool granted = false;
+  duration waited_for{};
+};
 }  // namespace detail
 
 template <resilience::clock Clock = steady_clock>
@@ -369,8 +379,10 @@ class basic_connection_pool {
   friend class basic_client;
 
   // A lease: a connection kept, a place to open one, or a wait for either
-  // until `deadline`. Defined with open() in http/impl/connection_pool.hpp.
-  boost::asio::awaitable<lease_result> acquire_impl(endpoint to, time_point deadline);
+  // until `deadline`, noted in `note` if given. Defined with open() in
+  // http/impl/connection_pool.hpp.
+  boost::asio::awaitable<lease_result> acquire_impl(endpoint to, time_point deadline,
+                                                    detail::pool_wait_note* note = nullptr);
 
   boost::asio::awaitable<boost::system::result<std::unique_ptr<pooled_connection>>> open(const endpoint& to);
 

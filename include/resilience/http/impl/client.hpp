@@ -201,7 +201,9 @@ auto basic_client<Clock>::attempt(call_target<Request>& target, const context& c
               lease, *target.to, ctx,
               resend && bound.at != time_point::max() ? bound.at - now : options_.attempt_timeout());
           now = clock_.now();
-          if (refused) out.emplace(outcome<T>::from_error(resend && now >= bound.at ? bound.reason : refused));
+          if (refused)
+            out.emplace(outcome<T>::from_error(
+                resend && now >= bound.at && refused != error::pool_exhausted ? bound.reason : refused));
         }
         if (!lease || caller.cancelled() != asio::cancellation_type::none) break;
         if (now >= bound.at) {
@@ -380,9 +382,27 @@ template <resilience::clock Clock>
 boost::asio::awaitable<error_code> basic_client<Clock>::acquire_into(std::optional<connection_lease>& lease,
                                                                        const endpoint& to, const context& ctx,
                                                                        duration limit) {
+  http::detail::pool_wait_note note{&ctx};
   auto acquired = co_await resilience::detail::run_bounded<lease_result, boost::asio::any_io_executor>(
-      [this, &to] { return pool_.acquire(to); }, ctx, clock_, limit, boost::asio::cancellation_type::terminal);
-  if (!acquired) co_return acquired.error();
+      [this, &to, &note] {
+        to.validate();
+        return pool_.acquire_impl(to, time_point::max(), &note);
+      },
+      ctx, clock_, limit, boost::asio::cancellation_type::terminal);
+  if (!acquired) {
+    error_code why = acquired.error();
+    if (note.waited && !note.granted) {
+      // The bound ended the wait (the caller's own cancellation stays operation_aborted).
+      if (why == error::timeout || why == error::deadline_exceeded) why = error::pool_exhausted;
+      event e{event_kind::pool_wait};
+      e.outcome = call_outcome::error;
+      e.attempt = ctx.attempt;
+      e.error = why;
+      e.delay = note.waited_for;
+      ctx.report(e);
+    }
+    co_return why;
+  }
   lease.emplace(std::move(*acquired));
   co_return error_code{};
 }

@@ -8,7 +8,8 @@
 namespace resilience::http {
 
 template <resilience::clock Clock>
-auto basic_connection_pool<Clock>::acquire_impl(endpoint to, time_point deadline) -> boost::asio::awaitable<lease_result> {
+auto basic_connection_pool<Clock>::acquire_impl(endpoint to, time_point deadline, detail::pool_wait_note* note)
+    -> boost::asio::awaitable<lease_result> {
   namespace asio = boost::asio;
   const auto cs = co_await asio::this_coro::cancellation_state;
   if (cs.cancelled() != asio::cancellation_type::none) co_return asio::error::operation_aborted;
@@ -22,7 +23,8 @@ auto basic_connection_pool<Clock>::acquire_impl(endpoint to, time_point deadline
     detail::pool_core::acquired a = core_.acquire(key, clock_.now(), nullptr, on);
     if (a.how == detail::pool_core::grant::busy) {
       if (!core_.options().wait_for_connection()) co_return error::bulkhead_full;
-      if (clock_.now() >= deadline) co_return error::deadline_exceeded;
+      const time_point began = clock_.now();
+      if (began >= deadline) co_return error::deadline_exceeded;
       auto w = std::make_shared<waiter<executor_type>>(clock_, ex);
       w->self = w;
       core_.watch(context);  // its shutdown withdraws the waiter
@@ -31,7 +33,21 @@ auto basic_connection_pool<Clock>::acquire_impl(endpoint to, time_point deadline
         queue_guard guard{&core_, a.where, w.get()};
         w->timer.expires_at(deadline);
         auto [ec] = co_await w->timer.async_wait(asio::as_tuple(asio::use_awaitable));
-        if (!core_.withdraw(a.where, *w) && w->state == detail::pool_waiter::status::granted) {
+        const bool granted = !core_.withdraw(a.where, *w) && w->state == detail::pool_waiter::status::granted;
+        if (note) {
+          note->waited = true;
+          note->granted = granted && cs.cancelled() == asio::cancellation_type::none;
+          note->waited_for += clock_.now() - began;
+          // Told as the wait ends, before a connection is opened in the place.
+          if (note->granted && note->report_to) {
+            event e{event_kind::pool_wait};
+            e.outcome = call_outcome::success;
+            e.attempt = note->report_to->attempt;
+            e.delay = note->waited_for;
+            note->report_to->report(e);
+          }
+        }
+        if (granted) {
           // Granted (maybe as the timer fired or the call was cancelled).
           w->state = detail::pool_waiter::status::left;
           a.conn = std::move(w->granted_connection);
