@@ -22,11 +22,9 @@
 //                    or request_options::idempotent()); Retry-After on a 429 or
 //                    503 is honoured with the backoff's jitter on top (never
 //                    sooner than asked); one past max_retry_after() or the
-//                    deadline ends the call with that response; else the backoff.
-//                    With max_host_hold() (off by default) such a
-//                    Retry-After also holds the host back for the client's
-//                    other calls: an attempt waits the rest of the hold, or
-//                    the call ends at once with error::rate_limited;
+//                    deadline ends the call with that response; else the
+//                    backoff. With max_host_hold() (off by default) it holds
+//                    the host back for the client's other calls too;
 //   throttle         adaptive_throttle(), none by default: one per endpoint
 //                    key; refuses a share of attempts to a host that keeps
 //                    turning them away (error::throttled, not retried);
@@ -126,7 +124,6 @@
 #include <variant>
 
 namespace resilience::http {
-
 
 namespace detail {
 template <class T>

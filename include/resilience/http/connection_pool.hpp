@@ -275,20 +275,8 @@ class connection_lease {
   time_point now_{};
 };
 
-namespace detail {
 // The system's trusted certificates, peers verified.
-std::shared_ptr<boost::asio::ssl::context> default_tls_context();
-
-// A caller's wait for a place in the pool, for http::client's pool_wait
-// event: filled in only by a caller that found every connection in use, so
-// one served at once reads the clock no more than before.
-struct pool_wait_note {
-  const context* report_to = nullptr;  // told of a wait that ended with a grant
-  bool waited = false;
-  bool granted = false;
-  duration waited_for{};
-};
-}  // namespace detail
+namespace detail { std::shared_ptr<boost::asio::ssl::context> default_tls_context(); }
 
 template <resilience::clock Clock = steady_clock>
 class basic_connection_pool {

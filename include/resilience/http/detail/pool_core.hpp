@@ -15,6 +15,10 @@
 #include <unordered_map>
 #include <vector>
 
+namespace resilience {
+struct context;
+}
+
 namespace resilience::http {
 
 class pooled_connection;
@@ -97,6 +101,16 @@ class pool_core {
   // the links' own lock, not mutex_.
   std::vector<void*> watched_;
   friend class pool_context_service;
+};
+
+// A caller's wait for a place in the pool, for http::client's pool_wait
+// event: filled in only by a caller that found every connection in use, so
+// one served at once reads the clock no more than before.
+struct pool_wait_note {
+  const context* report_to = nullptr;  // told of a wait that ended with a grant
+  bool waited = false;
+  bool granted = false;
+  duration waited_for{};
 };
 
 }  // namespace detail
