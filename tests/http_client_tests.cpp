@@ -52,6 +52,38 @@ BOOST_AUTO_TEST_CASE(honours_retry_after_on_the_manual_clock) {
   BOOST_TEST((clock.now() - start == 3s));
 }
 
+// The default schedule (2 s first) under a 500 ms deadline: scaled to the
+// time left, the retry fits; the Polly/Resilience4j rule gives up instead.
+BOOST_AUTO_TEST_CASE(a_short_deadline_still_gets_its_retry_unless_fit_to_time_left_is_off) {
+  for (const bool fit : {true, false}) {
+    asio::io_context io;
+    manual_clock clock;
+    server srv(io);
+    srv.script = [](int n) { return n == 1 ? step{step::respond, 503} : step{}; };
+    std::vector<resilience::duration> delays;
+    client_t c(rhttp::client_options::standard()
+                   .jitter(resilience::jitter::none)
+                   .fit_to_time_left(fit)
+                   .on_retry([&](const rhttp::client_retry_event& e) { delays.push_back(e.delay); }),
+               clock);
+    completion<result_t> done;
+    spawn(io, call(c, srv.at(), get(), rhttp::request_options{}.deadline(clock.now() + 500ms)), done);
+    BOOST_REQUIRE(run_until(io, [&] { return done.done() || (srv.requests == 1 && clock.pending() > 0 && !delays.empty()); }));
+    if (!fit) {
+      BOOST_TEST(status_of(done) == 503u);  // a 2 s wait would end past the deadline
+      BOOST_TEST(delays.empty());
+      continue;
+    }
+    // 500 ms left for 3 retries: a share of at most 125 ms each.
+    BOOST_REQUIRE(delays.size() == 1u);
+    BOOST_TEST((delays[0] > 0ms && delays[0] <= 125ms));
+    clock.advance(delays[0]);
+    BOOST_REQUIRE(run_until(io, [&] { return done.done(); }));
+    BOOST_TEST(status_of(done) == 200u);
+    BOOST_TEST(srv.requests == 2);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(measures_an_http_date_retry_after_on_the_wall_clock_it_is_given) {
   asio::io_context io;
   manual_clock clock;

@@ -149,7 +149,7 @@ class basic_client {
         breakers_(options_.breaker(), options_.breaker_limits(), clock),
         retry_(detail::with_budget(options_, retry_policy{}
                                .max_attempts(options_.max_retries() + 1)
-                               .backoff(options_.backoff())
+                               .backoff(options_.backoff()).fit_to_time_left(options_.fit_to_time_left())
                                .retry_if(options_.retry_classifier())
                                .on_retry(detail::client_retry_hook{&options_.on_retry(), &options_.retry_after()})
                                .clock(clock)

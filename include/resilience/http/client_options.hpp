@@ -109,6 +109,14 @@ class client_options {
   client_options backoff(const resilience::backoff& b) const {
     return resilience::detail::with_option(*this, &client_options::backoff_, b);
   }
+  // Under a deadline, scales a backoff wait down to an equal share of the
+  // time left for the retries left, so that a call with a short deadline
+  // still gets its retries (as retry_policy::fit_to_time_left; a Retry-After
+  // is never shortened). On by default; off gives up when a wait would end
+  // past the deadline, as Polly and Resilience4j do.
+  client_options fit_to_time_left(bool on) const {
+    return resilience::detail::with_option(*this, &client_options::fit_, on);
+  }
   // Changes only the jitter of the current schedule (as retry_policy::jitter).
   client_options jitter(resilience::jitter j) const {
     return resilience::detail::with_option(*this, &client_options::backoff_, backoff_.with_jitter(j));
@@ -297,6 +305,7 @@ class client_options {
   duration attempt_timeout() const noexcept { return attempt_; }
   std::uint32_t max_retries() const noexcept { return retries_; }
   const resilience::backoff& backoff() const noexcept { return backoff_; }
+  bool fit_to_time_left() const noexcept { return fit_; }
   const retry_after_delay& retry_after() const noexcept { return retry_after_; }
   duration max_host_hold() const noexcept { return max_hold_; }
   const http::classifier& retry_classifier() const noexcept { return classifier_; }
@@ -324,6 +333,7 @@ class client_options {
   std::uint32_t retries_ = 3;
   resilience::backoff backoff_ =
       resilience::backoff::exponential(std::chrono::seconds(2), 2.0, std::chrono::seconds(30));
+  bool fit_ = retry_options{}.fit_to_time_left;
   retry_after_delay retry_after_ = retry_after_delay{}.max_retry_after(std::chrono::seconds(30));
   duration max_hold_{};  // no hold
   http::classifier classifier_;
