@@ -1,5 +1,6 @@
 #include <resilience/detail/timer_queue.hpp>
 
+#include <boost/asio/defer.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
@@ -130,7 +131,9 @@ bool timer_queue::remove(timer_node& node) noexcept {
   // the new earliest node, which is cheaper than re-arming here on every call.
   if (heap_.empty() && armed_at_ != time_point::max() && !disarm_posted_ && timer_) {
     disarm_posted_ = true;
-    asio::post(timer_->get_executor(), [this] { disarm_if_idle(); });
+    // Deferred, not posted: from a handler of the context (the usual case)
+    // it joins that thread's own queue, with no lock and no wake-up.
+    asio::defer(timer_->get_executor(), [this] { disarm_if_idle(); });
   }
   return true;
 }

@@ -290,11 +290,8 @@ class basic_client {
   boost::asio::awaitable<result<ResBody>> call(endpoint to, Held held, context parent, request_options options,
                                                upstream_route* route);
   template <class ResBody, class Held>
-  boost::asio::awaitable<result<ResBody>> call_to(destination to, Held held, const context& parent,
-                                                  request_options options) {
-    if (const endpoint* single = to.single()) return call<ResBody>(*single, std::move(held), parent, options, nullptr);
-    return call_replicas<ResBody>(to.shared_replicas(), std::move(held), parent, options);
-  }
+  boost::asio::awaitable<result<ResBody>> call_to(destination&& to, Held&& held, const context& parent,
+                                                  request_options options);
   // An upstream's call and its attempts' routes (impl/client_upstream.hpp).
   template <class ResBody, class Held>
   boost::asio::awaitable<result<ResBody>> call_replicas(std::shared_ptr<detail::upstream_core> core, Held held,

@@ -269,6 +269,7 @@ class destination {
 
   // The endpoint, or null for an upstream.
   const endpoint* single() const noexcept { return upstream_ ? nullptr : &endpoint_; }
+  endpoint* single() noexcept { return upstream_ ? nullptr : &endpoint_; }
   detail::upstream_core* replicas() const noexcept { return upstream_.get(); }
   const std::shared_ptr<detail::upstream_core>& shared_replicas() const noexcept { return upstream_; }
 

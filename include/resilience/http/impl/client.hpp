@@ -27,6 +27,18 @@ void basic_client<Clock>::checked(const destination& to, const Request& req) {
     throw std::invalid_argument("http::client::request: CONNECT is not supported (it opens a tunnel)");
 }
 
+// Not a coroutine, and by reference: the request and the endpoint are moved
+// once, into the call's frame.
+template <resilience::clock Clock>
+template <class ResBody, class Held>
+auto basic_client<Clock>::call_to(destination&& to, Held&& held, const context& parent, request_options options)
+    -> boost::asio::awaitable<result<ResBody>> {
+  using H = std::remove_cvref_t<Held>;
+  if (endpoint* single = to.single())
+    return call<ResBody, H>(std::move(*single), std::forward<Held>(held), parent, options, nullptr);
+  return call_replicas<ResBody, H>(to.shared_replicas(), std::forward<Held>(held), parent, options);
+}
+
 template <resilience::clock Clock>
 auto basic_client<Clock>::budget_for(const std::string& key, time_point now) -> std::shared_ptr<host_budget> {
   return budgets_->for_key(key, now, [this] {
@@ -135,8 +147,11 @@ auto basic_client<Clock>::attempt(call_target<Request>& target, const context& c
   for (;;) {
     // Another call's Retry-After from this host (a later one may extend it
     // during the wait: looked at again after it).
-    if (holds_.find(*target.key, clock_.now())) {
+    // One reading of the clock for both, unless the attempt waited.
+    time_point start = clock_.now();
+    if (holds_.find(*target.key, start)) {
       if (const error_code held = co_await wait_out_holds(*target.key, ctx, target.counts)) co_return held;
+      start = clock_.now();
     }
     // The throttle first: one it admits that the breaker then refuses counts
     // for nothing, as it reached no server.
@@ -163,7 +178,6 @@ auto basic_client<Clock>::attempt(call_target<Request>& target, const context& c
     target.counts.attempts = ctx.attempt;
 
     // attempt_timeout(), or the call's deadline if that comes first.
-    const time_point start = clock_.now();
     const time_point own = saturating_add(start, options_.attempt_timeout());
     const bool deadline_first = ctx.deadline <= own;
     const bounded_by bound{deadline_first ? ctx.deadline : own,
