@@ -33,6 +33,16 @@ template <class Policy, class T>
   return final;
 }
 
+// `window` as the nominal delay, that fraction of it as the jittered one.
+inline delay with_window(duration window, double jittered_fraction) noexcept {
+  return {window, duration(static_cast<duration::rep>(static_cast<double>(window.count()) * jittered_fraction))};
+}
+// `d` (nominal part positive) stretched or shrunk to a nominal `window`,
+// its jittered part the same fraction of it: the jitter keeps its shape.
+inline delay rescaled(delay d, duration window) noexcept {
+  return with_window(window, static_cast<double>(d.actual.count()) / static_cast<double>(d.nominal.count()));
+}
+
 // retry_policy::fit_to_time_left: a backoff delay whose nominal part exceeds
 // an equal share of the time left for the retries left (and the attempt
 // after each) is scaled down, nominal and actual by one factor, so that its
@@ -43,10 +53,8 @@ inline delay fit_to_time_left(delay d, duration left, std::uint32_t retries_left
                               const random_source& random) {
   const duration share = left / (static_cast<duration::rep>(retries_left) + 1);
   if (d.nominal <= share) return d;
-  const double factor = schedule.kind() == backoff::shape::decorrelated
-                            ? random.next_unit()
-                            : static_cast<double>(d.actual.count()) / static_cast<double>(d.nominal.count());
-  return {share, duration(static_cast<duration::rep>(static_cast<double>(share.count()) * factor))};
+  if (schedule.kind() == backoff::shape::decorrelated) return with_window(share, random.next_unit());
+  return rescaled(d, share);
 }
 
 // retry_delay::after_then_backoff: `given`, then the schedule's delay on
@@ -59,10 +67,8 @@ inline delay spread_after(duration given, delay backoff, time_point give_up_at, 
   duration window = std::max(backoff.nominal, given / 2);
   if (give_up_at != time_point::max() && give_up_at - now > given)
     window = std::max(backoff.nominal, std::min(window, give_up_at - now - given - duration(1)));
-  if (window > backoff.nominal && backoff.nominal > duration::zero()) {
-    const double factor = static_cast<double>(window.count()) / static_cast<double>(backoff.nominal.count());
-    backoff = {window, duration(static_cast<duration::rep>(static_cast<double>(backoff.actual.count()) * factor))};
-  }
+  if (window > backoff.nominal && backoff.nominal > duration::zero())
+    backoff = rescaled(backoff, window);
   return {saturating_sum(given, backoff.nominal), saturating_sum(given, backoff.actual)};
 }
 
