@@ -100,7 +100,7 @@ call_outcome current_exception_outcome() noexcept {
 // keep, never move. Keys are the label values in the family's label order,
 // so iterating a map gives the sorted order writers need.
 struct metrics::registry {
-  using event_key = std::array<std::string, 4>;     // pipeline, strategy, event, outcome
+  using event_key = std::array<std::string, 5>;     // pipeline, strategy, event, outcome, status ("": none)
   using attempt_key = std::array<std::string, 3>;   // pipeline, attempt number, outcome
   using pipeline_key = std::array<std::string, 2>;  // pipeline, outcome
 
@@ -151,10 +151,11 @@ class metrics::pipeline_events final : public event_sink {
   pipeline_events(registry& r, std::string name) : registry_(r), name_(std::move(name)) {}
 
   void on_event(const event& e) noexcept override {
-    detail::metric_counter* c = cells_.find(e, [&](const char* strategy, const char* name, const char* outcome) {
-      std::lock_guard lock(registry_.mutex);
-      return registry::cell(registry_.events, registry::event_key{name_, strategy, name, outcome});
-    });
+    detail::metric_counter* c =
+        cells_.find(e, [&](const char* strategy, const char* name, const char* outcome, const char* status) {
+          std::lock_guard lock(registry_.mutex);
+          return registry::cell(registry_.events, registry::event_key{name_, strategy, name, outcome, status});
+        });
     if (c) c->add();
   }
 
@@ -323,7 +324,9 @@ metrics_snapshot metrics::snapshot() const {
   for (const auto& [key, c] : registry_->events) {
     const std::uint64_t v = c->value.load(std::memory_order_relaxed);
     if (v == 0) continue;
-    events.samples.push_back(metric_sample{label_pairs(info, key), v, {}, {}, {}});
+    metric_sample s{{}, v, {}, {}, {}};
+    detail::for_each_event_label(key, [&](const char* n, const std::string& value) { s.labels.emplace_back(n, value); });
+    events.samples.push_back(std::move(s));
   }
   snap.families.push_back(std::move(events));
   std::erase_if(snap.families, [](const metric_family& f) { return f.samples.empty(); });

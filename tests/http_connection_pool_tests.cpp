@@ -4,6 +4,8 @@
 // scripted servers and manual clock as http_client_tests.cpp.
 #include "http_client_support.hpp"
 
+#include <algorithm>
+
 BOOST_AUTO_TEST_SUITE(http_client)
 
 BOOST_AUTO_TEST_CASE(reuses_a_kept_alive_connection_until_the_server_says_close) {
@@ -340,6 +342,100 @@ BOOST_AUTO_TEST_CASE(an_attempt_whose_time_runs_out_waiting_for_a_pooled_connect
   BOOST_TEST((events.seen[0].delay == 1s));
   held.reset();
   BOOST_TEST(c.pool().open_connections(srv.at()) == 0u);
+}
+
+namespace {
+// Holds every request until `expected` have arrived: only a client that
+// sends them all at once gets an answer to the first.
+struct latch_handler {
+  struct state {
+    int expected;
+    int arrived = 0;
+    asio::steady_timer* gate = nullptr;  // never expires: cancelled to open
+  };
+  state* s;
+  asio::awaitable<bhttp::response<bhttp::string_body>> operator()(rhttp::server_request req,
+                                                                  const resilience::context&) const {
+    state& st = *s;
+    if (++st.arrived < st.expected)
+      co_await st.gate->async_wait(asio::as_tuple(asio::use_awaitable));
+    else
+      st.gate->cancel();  // the last of the burst lets the others go; later ones pass
+    bhttp::response<bhttp::string_body> res{bhttp::status::ok, req.version()};
+    res.keep_alive(req.keep_alive());
+    res.prepare_payload();
+    co_return res;
+  }
+};
+
+// Runs handlers until `done`, giving up once none has been ready for 3000
+// turns in a row: a burst takes more turns than run_until's cap, and a
+// client that stopped sending fails the test instead of hanging it.
+template <class Pred>
+bool run_while_busy(asio::io_context& io, Pred done) {
+  for (int idle = 0; idle < 3000 && !done();) {
+    if (io.stopped()) io.restart();
+    idle = io.run_one_for(std::chrono::milliseconds(5)) == 0 ? idle + 1 : 0;
+  }
+  return done();
+}
+}  // namespace
+
+// A service on the defaults whose handlers each call one upstream: the
+// client keeps as many connections per host as the server admits requests,
+// so a burst of that many never queues for a connection (it did at 10 per
+// host: 90 of 100 waited, and a few stalled requests made the others time
+// out in the pool). The connections a burst opened then close after
+// idle_timeout, but the one still in use.
+BOOST_AUTO_TEST_CASE(a_default_client_sends_a_burst_of_the_default_servers_concurrency_at_once) {
+  manual_clock clock;
+  latch_handler::state latch{static_cast<int>(rhttp::server_options{}.max_concurrent())};
+  // Everything the calls' and the server's frames refer to goes before the
+  // io_context, which destroys the frames left when a check fails.
+  rhttp::server<latch_handler, manual_clock> upstream{latch_handler{&latch},
+                                                      rhttp::server_options{}.idle_timeout(1h), clock};
+  pool_wait_events events;
+  std::vector<rhttp::close_reason> closed;
+  client_t c(quick().events(events).pool(rhttp::connection_pool_options{}.on_closed(
+                 [&](std::string_view, rhttp::close_reason why) { closed.push_back(why); })),
+             clock);
+  BOOST_TEST(c.pool().options().max_connections_per_host() == rhttp::server_options{}.max_concurrent());
+  std::vector<completion<result_t>> burst(static_cast<std::size_t>(latch.expected));
+  completion<result_t> later[2];
+  asio::io_context io;
+  asio::steady_timer gate{io, asio::steady_timer::time_point::max()};
+  latch.gate = &gate;
+  tcp::acceptor acceptor{io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)};
+  const auto to = rhttp::endpoint::http("127.0.0.1", acceptor.local_endpoint().port());
+  asio::co_spawn(io, upstream.run(acceptor), asio::detached);
+
+  for (auto& done : burst) spawn(io, call(c, to, get()), done);
+  BOOST_REQUIRE(run_while_busy(io, [&] {
+    return std::all_of(burst.begin(), burst.end(), [](const auto& d) { return d.done(); });
+  }));
+  for (const auto& done : burst) BOOST_TEST(status_of(done) == 200u);
+  BOOST_TEST(latch.arrived == latch.expected);
+  BOOST_TEST(events.seen.empty(), "no call waited for a connection");
+  BOOST_TEST(c.pool().open_connections(to) == static_cast<std::uint32_t>(latch.expected));
+  BOOST_TEST(closed.empty());
+
+  // One call every 30 s keeps the most recently used connection; the others
+  // close once they have idled for idle_timeout() (60 s).
+  const auto one_call = [&](completion<result_t>& done) {
+    spawn(io, call(c, to, get()), done);
+    BOOST_REQUIRE(run_while_busy(io, [&] { return done.done(); }));
+    BOOST_TEST(status_of(done) == 200u);
+  };
+  clock.advance(30s);
+  one_call(later[0]);
+  BOOST_TEST(closed.empty());
+  clock.advance(30s);
+  one_call(later[1]);
+  BOOST_TEST(closed.size() == static_cast<std::size_t>(latch.expected - 1));
+  BOOST_TEST(std::count(closed.begin(), closed.end(), rhttp::close_reason::idle_timeout) ==
+             static_cast<std::ptrdiff_t>(closed.size()));
+  BOOST_TEST(c.pool().open_connections(to) == 1u);
+  BOOST_TEST(run_while_busy(io, [&] { return upstream.connections() == 1u; }), "the server saw them closed");
 }
 
 BOOST_AUTO_TEST_CASE(a_caller_cancelled_while_queued_leaves_the_queue) {

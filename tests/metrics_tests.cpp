@@ -205,6 +205,46 @@ BOOST_AUTO_TEST_CASE(one_name_gives_one_sink_and_its_series) {
   BOOST_TEST(m.snapshot().families.size() == 1u, "series that recorded nothing are left out");
 }
 
+// What the server answered itself, by status: http.response.status_code on
+// the server's events that carry one, and on no other series.
+BOOST_AUTO_TEST_CASE(the_servers_events_count_by_the_status_they_answered) {
+  resilience::event_sink& sink = m.events("api");
+  const auto report = [&](resilience::event_kind kind, unsigned status) {
+    resilience::event e{kind};
+    e.status = status;
+    sink.on_event(e);
+  };
+  for (unsigned status : {400u, 413u, 413u, 431u}) report(resilience::event_kind::request_refused, status);
+  report(resilience::event_kind::shed, 503);
+  report(resilience::event_kind::server_deadline_exceeded, 504);
+  report(resilience::event_kind::slow_client, 0);
+  resilience::event retried{resilience::event_kind::retry};  // the client's: by outcome alone
+  retried.outcome = resilience::call_outcome::error;
+  retried.status = 503;
+  sink.on_event(retried);
+  const auto refused = [&](const std::string& status) {
+    const auto s = sample("resilience.strategy.events", {"api", "http_server", "on_request_refused", "none", status});
+    return s ? s->count : 0;
+  };
+  BOOST_TEST(refused("400") == 1u);
+  BOOST_TEST(refused("413") == 2u);
+  BOOST_TEST(refused("431") == 1u);
+  BOOST_TEST(events("api", "http_server", "on_request_refused", "none") == 0u, "none without its status");
+  const auto shed = sample("resilience.strategy.events", {"api", "http_server", "on_shed", "none", "503"});
+  BOOST_TEST((shed && shed->count == 1u));
+  const auto late = sample("resilience.strategy.events", {"api", "http_server", "on_deadline_exceeded", "none", "504"});
+  BOOST_TEST((late && late->count == 1u));
+  BOOST_TEST(events("api", "http_server", "on_slow_client", "none") == 1u);
+  BOOST_TEST(events("api", "retry", "on_retry", "error") == 1u);
+  const std::string text = resilience::prometheus_text(m);
+  BOOST_TEST(contains(text, "resilience_strategy_events_total{pipeline_name=\"api\",strategy_name=\"http_server\","
+                            "event_name=\"on_request_refused\",outcome=\"none\",http_response_status_code=\"413\"} 2\n"),
+             text);
+  BOOST_TEST(contains(text, "resilience_strategy_events_total{pipeline_name=\"api\",strategy_name=\"http_server\","
+                            "event_name=\"on_slow_client\",outcome=\"none\"} 1\n"),
+             text);
+}
+
 BOOST_AUTO_TEST_CASE(every_event_kind_has_a_name_and_a_strategy) {
   for (std::size_t k = 0; k < resilience::event_kind_count; ++k) {
     const auto kind = static_cast<resilience::event_kind>(k);
@@ -437,6 +477,33 @@ BOOST_AUTO_TEST_CASE(two_threads_recording_at_once_sum_exactly) {
   BOOST_REQUIRE(snap.families.size() == 2u);
   BOOST_TEST(snap.families[0].samples.at(0).count == 2u * calls);
   BOOST_TEST(snap.families[1].samples.at(0).count == 2u * events);
+}
+
+// Each status's series claimed by both threads at once, each found after.
+BOOST_AUTO_TEST_CASE(two_threads_counting_statuses_at_once_sum_exactly) {
+  metrics m;
+  resilience::event_sink& sink = m.events("p");
+  constexpr unsigned statuses[] = {400, 413, 431, 503};
+  constexpr int rounds = 20000;
+  auto work = [&] {
+    for (int i = 0; i < rounds; ++i) {
+      const unsigned status = statuses[i % 4];
+      resilience::event e{status == 503 ? resilience::event_kind::shed : resilience::event_kind::request_refused};
+      e.status = status;
+      sink.on_event(e);
+    }
+  };
+  std::thread other(work);
+  work();
+  other.join();
+  const auto snap = m.snapshot();
+  BOOST_REQUIRE(snap.families.size() == 1u);
+  const auto& series = snap.families[0].samples;
+  BOOST_REQUIRE(series.size() == 4u);  // one per status
+  for (const auto& s : series) {
+    BOOST_TEST(s.labels.size() == 5u);
+    BOOST_TEST(s.count == 2u * rounds / 4);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -101,6 +101,9 @@ BOOST_AUTO_TEST_CASE(the_sink_records_what_the_own_registry_records_under_the_sa
     events.on_event(retried);
     events.on_event(retried);
     events.on_event(resilience::event{resilience::event_kind::circuit_opened});  // outcome none
+    resilience::event refused{resilience::event_kind::request_refused};  // a status: labelled with it
+    refused.status = 431;
+    events.on_event(refused);
     client(rhttp::client_call_event{1, {}, 200, bhttp::verb::get, &to, 250ms});
     client(rhttp::client_call_event{2, {}, 503, bhttp::verb::get, &to, 500ms});
     client(rhttp::client_call_event{0, resilience::error::circuit_open, 0, bhttp::verb::post, &to, 0ms});
@@ -127,6 +130,8 @@ BOOST_AUTO_TEST_CASE(the_sink_records_what_the_own_registry_records_under_the_sa
       "strategy_name=\"retry\"} 2.0");
   has("resilience_strategy_events_total{event_name=\"on_circuit_opened\",outcome=\"none\",pipeline_name=\"backend\","
       "strategy_name=\"circuit_breaker\"} 1.0");
+  has("resilience_strategy_events_total{event_name=\"on_request_refused\",http_response_status_code=\"431\","
+      "outcome=\"none\",pipeline_name=\"backend\",strategy_name=\"http_server\"} 1.0");
   const std::string ok = "error_type=\"\",http_request_method=\"GET\",http_response_status_code=\"200\","
                          "server_address=\"api.example.com\",server_port=\"8443\",url_scheme=\"https\"";
   has("# http_client_request_duration_seconds histogram Duration of HTTP client requests.");

@@ -17,7 +17,8 @@
 // underscores):
 //
 //   resilience.strategy.events            counter
-//       pipeline.name, strategy.name, event.name, outcome
+//       pipeline.name, strategy.name, event.name, outcome, and
+//       http.response.status_code on the server's events with a status
 //   resilience.strategy.attempt.duration  histogram, seconds
 //       pipeline.name, attempt.number ("1" to "4", then "5+"), outcome
 //   resilience.pipeline.duration          histogram, seconds
@@ -43,8 +44,8 @@
 //
 // Cost. A stage's success path reports nothing. An event is a virtual call
 // to the sink and an index into a table of counters: relaxed fetch_adds, no
-// lock, no allocation, except the first time a sink sees an (event, outcome)
-// pair, which takes the registry's lock once. A series appears in snapshots
+// lock, no allocation, except the first time a sink sees an (event, outcome,
+// status) series, which takes the registry's lock once. A series appears in snapshots
 // once it has recorded something.
 //
 // Durations are read on the pipeline's clock (the stage takes it from

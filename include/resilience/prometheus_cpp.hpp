@@ -28,8 +28,8 @@
 // makes it throw prometheus-cpp's std::invalid_argument.
 //
 // Cost. An event is a virtual call and an atomic add on a double (a CAS
-// loop), the first event of each (kind, outcome) adding its series under the
-// family's lock; an HTTP observation is a look-up under the meter's mutex,
+// loop), the first event of each series (kind, outcome, status) adding it
+// under the family's lock; an HTTP observation is a look-up under the meter's mutex,
 // then prometheus::Histogram::Observe, which takes the histogram's own.
 //
 // Lifetime: the registry is held by reference. It must outlive the sink and

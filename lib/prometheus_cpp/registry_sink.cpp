@@ -52,10 +52,14 @@ class pipeline_events final : public event_sink {
   pipeline_events(counter_family& family, std::string name) : family_(family), name_(std::move(name)) {}
 
   void on_event(const event& e) noexcept override {
-    prometheus::Counter* c = cells_.find(e, [&](const char* strategy, const char* name, const char* outcome) {
-      const char* values[] = {name_.c_str(), strategy, name, outcome};
-      return &family_.Add(labels_of(resilience::detail::strategy_events, values));
-    });
+    prometheus::Counter* c =
+        cells_.find(e, [&](const char* strategy, const char* name, const char* outcome, const char* status) {
+          const char* values[] = {name_.c_str(), strategy, name, outcome, status};
+          prometheus::Labels labels;
+          resilience::detail::for_each_event_label(
+              values, [&](const char* n, const char* value) { labels.emplace(prometheus_label_name(n), value); });
+          return &family_.Add(labels);
+        });
     if (c) c->Increment();
   }
 

@@ -32,9 +32,8 @@
 // Idle connections are closed once idle_timeout() has passed: when their key
 // is next used, by a sweep over every host that calls make at most twice per
 // idle_timeout(), or by close_expired(); sweeps also forget hosts left with
-// no connection. Name
-// resolution is bounded by resolve_timeout() (error::timeout); an IP literal
-// is not resolved.
+// no connection. Name resolution is bounded by resolve_timeout()
+// (error::timeout); an IP literal is not resolved.
 //
 // Lifetimes. The pool must outlive every call made through it (it cannot be
 // copied, and acquire() on a temporary does not compile). A connection
@@ -52,6 +51,7 @@
 
 #include <resilience/clock.hpp>
 #include <resilience/error.hpp>
+#include <resilience/http/detail/default_concurrency.hpp>
 #include <resilience/http/endpoint.hpp>
 #include <resilience/timeout.hpp>
 #include <resilience/detail/with_option.hpp>
@@ -106,7 +106,7 @@ class connection_pool_options {
  public:
   static constexpr std::uint32_t max_limit = 0xffff;
 
-  // Connections per endpoint key, idle or in use: 1 to 65535; 10 by default.
+  // Connections per endpoint key, idle or in use: 1 to 65535; 100 by default (detail/default_concurrency.hpp).
   connection_pool_options max_connections_per_host(std::uint32_t n) const {
     if (n < 1 || n > max_limit)
       throw std::invalid_argument("connection_pool_options::max_connections_per_host: must be in [1, 65535]");
@@ -158,7 +158,7 @@ class connection_pool_options {
   const std::function<void(std::string_view, close_reason)>& on_closed() const noexcept { return on_closed_; }
 
  private:
-  std::uint32_t max_connections_ = 10;
+  std::uint32_t max_connections_ = detail::default_concurrency;
   duration idle_timeout_ = std::chrono::seconds(60);
   duration resolve_timeout_ = std::chrono::seconds(5);
   bool wait_ = true;

@@ -9,6 +9,7 @@
 #include <resilience/detail/with_option.hpp>
 #include <resilience/event.hpp>
 #include <resilience/http/deadline_header.hpp>
+#include <resilience/http/detail/default_concurrency.hpp>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/beast/http/message.hpp>
@@ -45,7 +46,8 @@ class server_options {
  public:
   server_options() = default;
 
-  // Requests inside handlers at once: 1 to 2^31 - 1; 100 by default.
+  // Requests inside handlers at once: 1 to 2^31 - 1; 100 by default, as
+  // many as a client keeps connections per host (detail/default_concurrency.hpp).
   server_options max_concurrent(std::uint32_t n) const;
   // Retry-After on a 503 from shedding, in whole seconds, 0 or more; 1 by default.
   server_options retry_after(std::chrono::seconds s) const;
@@ -118,7 +120,7 @@ class server_options {
   event_sink* events() const noexcept { return events_; }
 
  private:
-  std::uint32_t max_concurrent_ = 100;
+  std::uint32_t max_concurrent_ = detail::default_concurrency;
   std::chrono::seconds retry_after_{1};
   bool problem_details_ = false;
   deadline_header inbound_deadline_ = deadline_header::grpc_timeout();
