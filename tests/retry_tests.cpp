@@ -193,6 +193,25 @@ BOOST_AUTO_TEST_CASE(void_ops_and_attempt_context) {
   BOOST_TEST((seen == std::vector<std::uint32_t>{1, 2, 3}));
 }
 
+// A call without a parent context makes its own only once the first
+// attempt is over: the classifier still reads the attempt, the limit, no
+// deadline, and the policy's clock.
+BOOST_AUTO_TEST_CASE(classifier_reads_the_context_of_a_call_without_one) {
+  std::vector<std::uint32_t> seen;
+  auto transient = [&](const resilience::outcome<boost::system::result<int>>& o, const resilience::context& ctx) {
+    seen.push_back(ctx.attempt);
+    BOOST_TEST(ctx.max_attempts == 5u);
+    BOOST_TEST(!ctx.has_deadline());
+    BOOST_TEST((ctx.now() == clock.now()), "the policy's clock");
+    return o.failed();
+  };
+  completion<boost::system::result<int>> done;
+  spawn(io, co_retry(failing({reset, reset}), policy().retry_if(transient)), done);
+  clock.run(io);
+  BOOST_TEST(done.value->value() == 42);
+  BOOST_TEST((seen == std::vector<std::uint32_t>{1, 2, 3}));
+}
+
 BOOST_AUTO_TEST_CASE(zero_delay_yields_without_a_timer) {
   completion<boost::system::result<int>> done;
   spawn(io, co_retry(failing({reset, reset}), policy().backoff(backoff::constant(0ms).with_jitter(resilience::jitter::none))), done);

@@ -113,8 +113,9 @@ struct retry_options {
 
 namespace detail {
 
-template <class T, class Executor, class Op, class Holder>
-boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx);
+// Parent: the caller's context, or no_parent (retry_support.hpp).
+template <class T, class Executor, class Op, class Holder, class Parent = context>
+boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, Parent parent);
 
 }  // namespace detail
 
@@ -375,12 +376,16 @@ using retry_policy = basic_retry_policy<>;
 template <awaitable_op Op>
 auto co_retry(Op op) {
   return detail::retry_loop<detail::op_value_t<Op>, detail::op_executor_t<Op>>(std::move(op), retry_policy{},
-                                                                               context{});
+                                                                               detail::no_parent{});
 }
 
-// Runs op under policy. See the top of this header. (Defined in impl/retry.hpp.)
+// Runs op under policy, within the call `parent` describes (its deadline,
+// properties, events), or on its own. See the top of this header. (Defined
+// in impl/retry.hpp.)
 template <awaitable_op Op, class Policy>
-auto co_retry(Op op, Policy&& policy, const context& parent = {});
+auto co_retry(Op op, Policy&& policy, const context& parent);
+template <awaitable_op Op, class Policy>
+auto co_retry(Op op, Policy&& policy);
 
 }  // namespace resilience
 

@@ -1,12 +1,14 @@
 // Parts of retry.hpp that are not its API: how a failure is described in a
-// log line, and the reference to a retry budget a policy consults. Not to be
-// included on its own.
+// log line, the reference to a retry budget a policy consults, and the
+// context of a call made without one. Not to be included on its own.
 #pragma once
 
 #include <resilience/clock.hpp>
+#include <resilience/context.hpp>
 #include <resilience/error.hpp>
 #include <resilience/outcome.hpp>
 #include <resilience/retry_budget.hpp>
+#include <resilience/detail/stage_support.hpp>
 
 #include <concepts>
 #include <cstdint>
@@ -76,6 +78,25 @@ attempt_verdict verdict_of(const outcome<T>& o, bool retryable) noexcept {
   if (retryable) return attempt_verdict::retryable_failure;
   return o.failed() ? attempt_verdict::final_failure : attempt_verdict::success;
 }
+
+// The parent of a call made without a context, co_retry(op, policy): room
+// for the call's own context, made only once something reads it, so that a
+// first attempt that succeeds writes none.
+struct no_parent {
+  no_parent() noexcept {}
+  no_parent(const no_parent&) noexcept {}  // nothing is made before the call starts
+  late<context> ctx;
+};
+
+// The call's context: the parent's copy, or the room for one.
+inline context& context_in(context& parent) noexcept { return parent; }
+inline context& context_in(no_parent& none) noexcept { return none.ctx.value; }
+// Makes it, where there is none yet.
+inline void make_context(context&) noexcept {}
+inline void make_context(no_parent& none) noexcept { none.ctx.make(); }
+// The parent's deadline, read before the context is made.
+inline time_point deadline_of(const context& parent) noexcept { return parent.deadline; }
+inline time_point deadline_of(const no_parent&) noexcept { return time_point::max(); }
 
 template <class T>
 inline constexpr bool is_reference_wrapper = false;

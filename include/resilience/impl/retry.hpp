@@ -205,6 +205,15 @@ template <class Policy>
   ctx.max_attempts = policy.options().max_attempts;
 }
 
+// The context, made if the call has none yet, as the first attempt's
+// classifier (or op) reads it.
+template <class Parent, class Anchor, class Policy>
+[[gnu::always_inline]] inline void ready_context(Parent& parent, const Anchor& anchor, const Policy& policy) noexcept {
+  make_context(parent);
+  anchor.attach(context_in(parent));
+  number_first_attempt(context_in(parent), policy);
+}
+
 // GCC 12 may take the frame's operator delete for a mismatch of its operator
 // new once this coroutine's start is inlined (-Wmismatched-new-delete): both
 // are Asio's frame allocator.
@@ -212,29 +221,29 @@ template <class Policy>
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
-template <class T, class Executor, class Op, class Holder>
-boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx) {
+template <class T, class Executor, class Op, class Holder, class Parent>
+boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, Parent parent) {
   namespace asio = boost::asio;
   const auto& policy = deref(holder);
   // The attempt's number, for whoever reads the context: an op that takes
-  // one sees it now; otherwise only the failure path's classifier can.
+  // one sees it now; otherwise only the failure path's classifier can, and
+  // a call without a parent makes its context only then.
   constexpr bool op_sees_context = std::is_invocable_v<Op&, const context&>;
   const clock_anchor<std::remove_cvref_t<decltype(policy.clock())>> anchor(policy.clock());
-  anchor.attach(ctx);
-  if constexpr (op_sees_context) number_first_attempt(ctx, policy);
+  if constexpr (op_sees_context) ready_context(parent, anchor, policy);
 
   // Asio throws from any co_await once the caller is cancelled, so every
   // await below is preceded by this check: it ends the call with
   // operation_aborted in T's own error channel instead.
   const auto cancellation = co_await asio::this_coro::cancellation_state;
-  const auto aborted = [] { return outcome<T>::from_error(asio::error::operation_aborted).get(); };
-  if (cancellation.cancelled() != asio::cancellation_type::none) co_return aborted();
+  if (cancellation.cancelled() != asio::cancellation_type::none)
+    co_return outcome<T>::from_error(asio::error::operation_aborted).get();
   // Read the clock only when a limit or a deadline needs it: the plain
   // success path stays free of it. `started` is read only under a limit.
   late<time_point> started;
-  if (policy.options().time_limit != duration::max() || ctx.has_deadline()) {
+  if (policy.options().time_limit != duration::max() || deadline_of(parent) != time_point::max()) {
     const time_point now = policy.clock().now();
-    if (now >= ctx.deadline) co_return outcome<T>::from_error(error::deadline_exceeded).get();
+    if (now >= deadline_of(parent)) co_return outcome<T>::from_error(error::deadline_exceeded).get();
     started.make(now);
   }
 
@@ -244,14 +253,14 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
   late<std::optional<outcome<T>>> first;
   try {
     if constexpr (std::is_void_v<T>) {
-      co_await invoke_op(op, ctx);
+      co_await invoke_op(op, context_in(parent));
       if constexpr (judges_successes_as<classifier, false>) {
         policy.budget().record(attempt_verdict::success, true);
         co_return;
       }
       first.make(outcome<T>::from_value({}));
     } else {
-      T value = co_await invoke_op(op, ctx);
+      T value = co_await invoke_op(op, context_in(parent));
       if constexpr (judges_successes_as<classifier, false>) {
         if (!outcome_traits<T>::error(value).failed()) {
           policy.budget().record(attempt_verdict::success, true);
@@ -264,7 +273,8 @@ boost::asio::awaitable<T, Executor> retry_loop(Op op, Holder holder, context ctx
     first.make(outcome<T>::from_current_exception());
   }
   const typename late<std::optional<outcome<T>>>::owner first_made{first.value};
-  if constexpr (!op_sees_context) number_first_attempt(ctx, policy);
+  if constexpr (!op_sees_context) ready_context(parent, anchor, policy);
+  context& ctx = context_in(parent);
   if (settle_attempt(policy, *first.value, ctx, true)) co_return take(std::move(*first.value));
   // The op, or a hook inside it, may have cancelled the call: awaiting the
   // rest must not throw then, it ends the call as a cancellation itself.
@@ -311,27 +321,39 @@ void basic_retry_policy<Classifier, OnRetry, Clock, Delay>::notify_retry(const r
   }
 }
 
-// co_retry(op, policy, parent): see the top of retry.hpp.
-template <awaitable_op Op, class Policy>
-auto co_retry(Op op, Policy&& policy, const context& parent) {
+namespace detail {
+// co_retry's two forms: Parent is a context or no_parent.
+template <class Op, class Policy, class Parent>
+auto start_retry(Op op, Policy&& policy, const Parent& parent) {
   using P = std::remove_cvref_t<Policy>;
-  using T = detail::op_value_t<Op>;
-  using E = detail::op_executor_t<Op>;
-  if constexpr (detail::is_reference_wrapper<P>) {
+  using T = op_value_t<Op>;
+  using E = op_executor_t<Op>;
+  if constexpr (is_reference_wrapper<P>) {
     // std::cref(policy): referred to, so it must outlive the call.
     using Referred = std::remove_cv_t<typename P::type>;
-    return detail::retry_loop<T, E>(std::move(op), static_cast<const Referred*>(&policy.get()), parent);
+    return retry_loop<T, E, Op, const Referred*, Parent>(std::move(op), &policy.get(), parent);
   } else {
     // Copied (or moved) into the call: an awaitable that outlives a helper's
     // local policy still has its own.
     if constexpr (std::is_lvalue_reference_v<Policy> && !std::is_copy_constructible_v<P>) {
-      return detail::retry_loop<T, E>(std::move(op), static_cast<const P*>(&policy), parent);  // see Lifetimes
+      return retry_loop<T, E, Op, const P*, Parent>(std::move(op), &policy, parent);  // see Lifetimes
     } else if constexpr (std::is_lvalue_reference_v<Policy>) {
-      return detail::retry_loop<T, E>(std::move(op), detail::copied_into_frame<P>(policy), parent);
+      return retry_loop<T, E, Op, copied_into_frame<P>, Parent>(std::move(op), copied_into_frame<P>(policy), parent);
     } else {
-      return detail::retry_loop<T, E>(std::move(op), P(std::move(policy)), parent);
+      return retry_loop<T, E, Op, P, Parent>(std::move(op), P(std::move(policy)), parent);
     }
   }
+}
+}  // namespace detail
+
+// co_retry(op, policy, parent) and co_retry(op, policy): see the top of retry.hpp.
+template <awaitable_op Op, class Policy>
+auto co_retry(Op op, Policy&& policy, const context& parent) {
+  return detail::start_retry(std::move(op), std::forward<Policy>(policy), parent);
+}
+template <awaitable_op Op, class Policy>
+auto co_retry(Op op, Policy&& policy) {
+  return detail::start_retry(std::move(op), std::forward<Policy>(policy), detail::no_parent{});
 }
 
 }  // namespace resilience
