@@ -33,14 +33,7 @@
 // transient) counts as `error`: the retry handled it as one.
 //
 // strategy.name and event.name are the event's (event.hpp: strategy_of(),
-// to_string()): retry with on_retry and on_budget_refused; circuit_breaker
-// with on_circuit_opened, _closed, _half_opened, _isolated, _disabled,
-// _metrics_only and on_circuit_rejected; bulkhead with
-// on_bulkhead_queue_full and on_bulkhead_wait_expired; timeout with
-// on_timeout; deadline with on_deadline (a timeout stage's expiry at the
-// deadline too); rate_limiter, adaptive_throttle, hedging, fallback, chaos;
-// http_client's on_host_held; http_server's on_shed, on_request_refused,
-// on_deadline_exceeded and on_slow_client.
+// to_string(); the list is event.hpp's event_kind, tabled in docs/metrics.md).
 //
 // Cost. A stage's success path reports nothing. An event is a virtual call
 // to the sink and an index into a table of counters: relaxed fetch_adds, no

@@ -11,10 +11,8 @@ boost::asio::awaitable<error_code> basic_client<Clock>::acquire_into(std::option
                                                                        duration limit) {
   http::detail::pool_wait_note note{&ctx};
   auto acquired = co_await resilience::detail::run_bounded<lease_result, boost::asio::any_io_executor>(
-      [this, &to, &note] {
-        to.validate();
-        return pool_.acquire_impl(to, time_point::max(), &note);
-      },
+      // `to` was validated where it entered: request() (checked) or upstream_options.
+      [this, &to, &note] { return pool_.acquire_impl(to, time_point::max(), &note); },
       ctx, clock_, limit, boost::asio::cancellation_type::terminal);
   if (!acquired) {
     error_code why = acquired.error();
