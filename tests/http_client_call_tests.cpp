@@ -770,17 +770,6 @@ BOOST_AUTO_TEST_CASE(an_on_budget_refused_that_throws_ends_the_call_with_its_exc
 
 BOOST_AUTO_TEST_SUITE_END()
 
-namespace {
-struct recorded_events final : resilience::event_sink {
-  std::vector<resilience::event> seen;  // `host` not to be read: a view into the call
-  std::vector<std::string> hosts;       // its copies
-  void on_event(const resilience::event& e) noexcept override {
-    seen.push_back(e);
-    hosts.emplace_back(e.host);
-  }
-};
-}  // namespace
-
 // One sink hears the server and the upstream calls its handler makes under
 // its context; a client with a sink of its own reports there instead.
 BOOST_AUTO_TEST_CASE(a_handlers_upstream_calls_report_to_the_servers_sink_unless_the_client_has_one) {

@@ -147,6 +147,19 @@ inline bhttp::request<bhttp::string_body> post(std::string body) {
   return r;
 }
 
+// Every event reported to it (or only those of one kind), kept.
+struct recorded_events final : resilience::event_sink {
+  explicit recorded_events(std::optional<resilience::event_kind> kind = {}) : only(kind) {}
+  std::optional<resilience::event_kind> only;
+  std::vector<resilience::event> seen;  // `host` not to be read: a view into the call
+  std::vector<std::string> hosts;       // its copies
+  void on_event(const resilience::event& e) noexcept override {
+    if (only && e.kind != *only) return;
+    seen.push_back(e);
+    hosts.emplace_back(e.host);
+  }
+};
+
 // Retries without waiting, so that only a Retry-After moves the clock.
 inline rhttp::client_options quick() {
   return rhttp::client_options::standard().backoff(resilience::backoff::constant(0ms).with_jitter(resilience::jitter::none));

@@ -271,21 +271,12 @@ BOOST_AUTO_TEST_CASE(a_full_pool_fails_at_once_when_told_not_to_wait) {
   BOOST_TEST(status_of(first) == 200u);
 }
 
-namespace {
-struct pool_wait_events final : resilience::event_sink {
-  std::vector<resilience::event> seen;  // `host` not to be read: a view into the call
-  void on_event(const resilience::event& e) noexcept override {
-    if (e.kind == resilience::event_kind::pool_wait) seen.push_back(e);
-  }
-};
-}  // namespace
-
 BOOST_AUTO_TEST_CASE(a_call_that_waits_for_a_pooled_connection_reports_how_long) {
   asio::io_context io;
   manual_clock clock;
   server srv(io);
   srv.script = [](int n) { return n == 1 ? step{step::hold} : step{}; };
-  pool_wait_events events;
+  recorded_events events{resilience::event_kind::pool_wait};
   client_t c(quick().max_retries(0).attempt_timeout(5s).events(events).pool(
                  rhttp::connection_pool_options{}.max_connections_per_host(1)),
              clock);
@@ -313,7 +304,7 @@ BOOST_AUTO_TEST_CASE(an_attempt_whose_time_runs_out_waiting_for_a_pooled_connect
   asio::io_context io;
   manual_clock clock;
   server srv(io);
-  pool_wait_events events;
+  recorded_events events{resilience::event_kind::pool_wait};
   client_t c(quick().max_retries(0).attempt_timeout(1s).events(events).pool(
                  rhttp::connection_pool_options{}.max_connections_per_host(1)),
              clock);
@@ -394,7 +385,7 @@ BOOST_AUTO_TEST_CASE(a_default_client_sends_a_burst_of_the_default_servers_concu
   // io_context, which destroys the frames left when a check fails.
   rhttp::server<latch_handler, manual_clock> upstream{latch_handler{&latch},
                                                       rhttp::server_options{}.idle_timeout(1h), clock};
-  pool_wait_events events;
+  recorded_events events{resilience::event_kind::pool_wait};
   std::vector<rhttp::close_reason> closed;
   client_t c(quick().events(events).pool(rhttp::connection_pool_options{}.on_closed(
                  [&](std::string_view, rhttp::close_reason why) { closed.push_back(why); })),
