@@ -1,6 +1,7 @@
 #include <resilience/retry_budget.hpp>
 #include <resilience/detail/with_option.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -41,14 +42,17 @@ ratio_window::ratio_window(const retry_ratio_budget_options& o) noexcept
     : ratio_(o.ratio()),
       bucket_ticks_(std::max<std::int64_t>(o.window().count() / buckets, 1)),
       reciprocal_(~std::uint64_t{0} / static_cast<std::uint64_t>(bucket_ticks_)),
-      min_retries_(static_cast<double>(o.min_retries_per_second()) *
-                   std::chrono::duration<double>(o.window()).count()) {}
+      floor_buckets_(static_cast<int>(std::clamp<std::int64_t>(
+          (std::chrono::duration_cast<duration>(std::chrono::seconds(1)).count() + bucket_ticks_ / 2) / bucket_ticks_, 1,
+          buckets))),
+      floor_retries_(static_cast<double>(o.min_retries_per_second()) * floor_buckets_ *
+                     std::chrono::duration<double>(duration(bucket_ticks_)).count()) {}
 
-std::uint64_t ratio_window::sum(const std::array<bucket, buckets>& ring, std::int64_t newest) noexcept {
+std::uint64_t ratio_window::sum(const std::array<bucket, buckets>& ring, std::int64_t newest, int span) noexcept {
   std::uint64_t total = 0;
   for (const bucket& b : ring) {
     const std::int64_t n = b.number.load(std::memory_order_acquire);
-    if (n > newest - buckets && n <= newest) total += b.count.load(std::memory_order_relaxed);
+    if (n > newest - span && n <= newest) total += b.count.load(std::memory_order_relaxed);
   }
   return total;
 }
@@ -61,7 +65,10 @@ bool ratio_window::try_retry(time_point now) noexcept {
   bucket& current = retries_[slot(newest)];
   renew(current, newest);
   const std::uint64_t retries = sum(retries_, newest);
-  if (static_cast<double>(retries) + 1 > ratio_ * static_cast<double>(calls) + min_retries_) {
+  // Within the ratio, or within the floor's rate over about the last second.
+  if (static_cast<double>(retries) + 1 > ratio_ * static_cast<double>(calls) &&
+      static_cast<double>(floor_buckets_ == buckets ? retries : sum(retries_, newest, floor_buckets_)) + 1 >
+          floor_retries_) {
     refusals_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }

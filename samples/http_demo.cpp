@@ -96,6 +96,7 @@ struct scenario {
   sclock::duration outage_from = 2s, outage_to = 5s;  // 503 (no Retry-After) or reset
   int capacity = 100;         // requests per window served; the rest 503 + Retry-After: 1
   ms host_hold{0};            // the resilient client's max_host_hold (0: off, its default)
+  bool retry_budget = true;   // the resilient client's default retry budget per host
   unsigned seed = 2026;
 
   bool in_outage(sclock::duration t) const { return t >= outage_from && t < outage_to; }
@@ -129,6 +130,7 @@ struct phase {
   long reported_calls = 0;  // on_call_finished, to cross-check
   // server side
   std::vector<int> load{};  // requests received per window
+  std::vector<int> started{};  // calls started per window
   long received = 0, served = 0, shed = 0;
 
   long failures() const { return calls - successes; }
@@ -146,6 +148,7 @@ class fault_server {
       : io_(io), s_(s), p_(p), start_(start), acceptor_(io, tcp::endpoint(asio::ip::address_v4::loopback(), 0)),
         random_(s.seed) {
     p_.load.assign(s_.windows(), 0);
+    p_.started.assign(s_.windows(), 0);
   }
 
   std::uint16_t port() const { return acceptor_.local_endpoint().port(); }
@@ -244,6 +247,7 @@ struct call_record {
       : p(ph), phase_start(at), id(p.completions.size()), in_outage(s.in_outage(started - at)) {
     p.completions.push_back(0);
     ++p.calls;
+    if (const auto w = static_cast<std::size_t>((started - at) / window); w < p.started.size()) ++p.started[w];
     if (!in_outage) ++p.calls_outside_outage;
   }
   void finish(bool success) {
@@ -363,7 +367,8 @@ asio::awaitable<void> resilient_call(const scenario& s, phase& p, sclock::time_p
 }
 
 rhttp::client_options resilient_options(const scenario& s, phase& p) {
-  return rhttp::client_options::standard()
+  const auto standard = rhttp::client_options::standard();
+  return (s.retry_budget ? standard : standard.no_retry_budget())
       .total_timeout(2s)
       .attempt_timeout(500ms)
       .max_retries(3)
@@ -525,6 +530,21 @@ double mean_load_in_outage(const scenario& s, const phase& p) {
   return n ? static_cast<double>(sum) / static_cast<double>(n) : 0;
 }
 
+// The first 500 ms of the outage, before a breaker can have seen enough:
+// the requests the server received per call started then (1 if none was
+// retried; a retry budget of 20% keeps it near 1.2).
+constexpr auto outage_start = 500ms;
+double outage_start_amplification(const scenario& s, const phase& p) {
+  long requests = 0, calls = 0;
+  for (std::size_t w = 0; w < p.load.size(); ++w) {
+    const auto t = window * static_cast<long>(w);
+    if (t < s.outage_from || t >= std::min(s.outage_to, s.outage_from + outage_start)) continue;
+    requests += p.load[w];
+    calls += p.started[w];
+  }
+  return calls ? static_cast<double>(requests) / static_cast<double>(calls) : 0;
+}
+
 std::string percent(long part, long whole) {
   return whole ? fmt::format("{:.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole)) : "-";
 }
@@ -570,6 +590,10 @@ void print_comparison(const scenario& s, const std::vector<phase>& phases) {
   row("server requests per 100 ms, peak", [](const phase& p) { return fmt::format("{}", peak_load(p)); });
   row("  mean", [](const phase& p) { return fmt::format("{:.1f}", mean_load(p)); });
   row("  mean in the outage", [&](const phase& p) { return fmt::format("{:.1f}", mean_load_in_outage(s, p)); });
+  if (s.outage_from < s.duration)
+    row("  outage's first 500 ms, per call", [&](const phase& p) {
+      return fmt::format("{:.2f}", outage_start_amplification(s, p));
+    });
   row("latency p99 (ms)", [](const phase& p) { return fmt::format("{:.0f}", summarize(p).p99); });
   row("  of successes",
       [](const phase& p) { return fmt::format("{:.0f}", summarize(p, outcome::succeeded).p99); });
@@ -848,13 +872,14 @@ constexpr const char* usage =
     "usage: http_demo [--duration S] [--users N] [--interval MS] [--capacity N] [--latency MS]\n"
     "                 [--error-rate F] [--reset-rate F] [--spike-rate F] [--spike MS]\n"
     "                 [--outage FROM-TO] [--burst MS] [--burst-every S] [--seed N]\n"
-    "                 [--host-hold MS] [--svg FILE] [--no-rate-check]\n"
+    "                 [--host-hold MS] [--no-retry-budget] [--svg FILE] [--no-rate-check]\n"
     "  --duration S     seconds per phase (8); three phases\n"
     "  --outage FROM-TO seconds into each phase (2-5); 0-0 for none\n"
     "  --capacity N     requests per 100 ms the server serves (100); the rest get 503\n"
     "  --burst MS       bursts of 503 + Retry-After: 1 (300 ms, every 2.5 s from 0.5 s)\n"
     "  rates are fractions of requests: 500s 0.05, resets 0.02, 1 s spikes 0.02\n"
     "  --host-hold MS   the resilient client's max_host_hold (0, its default: off)\n"
+    "  --no-retry-budget  the resilient client without its default retry budget per host\n"
     "  --no-rate-check  exit 0 even if resilient succeeded less often than plain\n";
 
 }  // namespace
@@ -870,6 +895,10 @@ int main(int argc, char** argv) {
     bool ok = value != nullptr;
     if (arg == "--no-rate-check") {
       rate_check = false;
+      continue;
+    }
+    if (arg == "--no-retry-budget") {
+      s.retry_budget = false;
       continue;
     }
     if (arg == "--help") {

@@ -114,6 +114,37 @@ BOOST_AUTO_TEST_CASE(a_get_that_finds_its_connection_closed_is_sent_again_within
   BOOST_TEST(seen.requests == 2);
 }
 
+// A resend is one request more for the server: the retry budget bounds it
+// as it bounds a retry. Refused, the closed connection's error is the
+// attempt's outcome, and nothing more is sent.
+BOOST_AUTO_TEST_CASE(a_get_is_not_sent_again_when_the_retry_budget_refuses) {
+  struct refusing_budget {
+    int asked = 0;
+    void record(resilience::attempt_verdict, bool) noexcept {}
+    bool try_retry() noexcept {
+      ++asked;
+      return false;
+    }
+  } budget;
+  asio::io_context io;
+  manual_clock clock;
+  server srv(io);
+  srv.script = [](int n) { return n == 1 ? step{step::respond, 200, {}, false, true} : step{}; };
+  client_t c(quick().budget(budget), clock);
+  completion<result_t> first;
+  spawn(io, call(c, srv.at(), get()), first);
+  BOOST_REQUIRE(run_until(io, [&] { return first.done(); }));
+  BOOST_REQUIRE(run_until(io, [&] { return srv.held.size() == 1u && fin_acknowledged(srv.held[0]); }));
+  completion<result_t> second;
+  spawn(io, call(c, srv.at(), get()), second);
+  BOOST_REQUIRE(run_until(io, [&] { return second.done(); }));
+  BOOST_REQUIRE(second.value);
+  BOOST_TEST(!second.value->has_value(), "the closed connection's error");
+  BOOST_TEST(budget.asked == 2, "for the resend, then for the retry");
+  BOOST_TEST(srv.accepted == 1);
+  BOOST_TEST(srv.requests == 1);
+}
+
 // A server that says why it closes an idle connection (408) answered no
 // request of ours: a GET that reads that answer goes once more.
 BOOST_AUTO_TEST_CASE(a_408_on_an_idle_connection_is_no_answer_to_the_next_get) {

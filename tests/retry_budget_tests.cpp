@@ -237,8 +237,8 @@ BOOST_AUTO_TEST_CASE(a_throttle_stops_retries_when_most_attempts_fail) {
 
 BOOST_AUTO_TEST_CASE(a_ratio_budget_allows_its_share_of_calls) {
   resilience::basic_retry_ratio_budget<manual_clock> budget{
-      resilience::retry_ratio_budget_options{}.ratio(0.1).min_retries_per_second(0).window(10s), clock};
-  const auto p = policy().max_attempts(2).budget(budget);
+      resilience::retry_ratio_budget_options{}.ratio(0.1).min_retries_per_second(0).window(60s), clock};
+  const auto p = policy().max_attempts(2).budget(budget);  // 100 calls, each 100 ms: all within the window
   int retried = 0;
   for (int call = 0; call < 100; ++call) {
     const std::size_t before = attempts.size();
@@ -251,21 +251,60 @@ BOOST_AUTO_TEST_CASE(a_ratio_budget_allows_its_share_of_calls) {
   BOOST_TEST(budget.refusals() == 90u);
 }
 
-BOOST_AUTO_TEST_CASE(a_ratio_budget_forgets_calls_past_its_window_and_grants_a_minimum) {
+BOOST_AUTO_TEST_CASE(a_ratio_budget_forgets_calls_past_its_window_and_grants_a_minimum_rate) {
   resilience::basic_retry_ratio_budget<manual_clock> budget{
       resilience::retry_ratio_budget_options{}.ratio(0.5).min_retries_per_second(1).window(2s), clock};
-  // 2 retries from the minimum (1 a second over 2 s), plus half the calls.
-  BOOST_TEST(budget.try_retry());
+  // The minimum: one retry in any second, not a reserve of two to spend at once.
   BOOST_TEST(budget.try_retry());
   BOOST_TEST(!budget.try_retry());
-  budget.record(true, true);
-  budget.record(true, true);
-  BOOST_TEST(budget.try_retry(), "two calls earn one retry");
+  clock.advance(1s);
+  BOOST_TEST(budget.try_retry(), "a second later, the minimum again");
   BOOST_TEST(!budget.try_retry());
+  for (int call = 0; call < 6; ++call) budget.record(true, true);
+  BOOST_TEST(budget.try_retry(), "six calls earn three retries: one more than made");
+  BOOST_TEST(!budget.try_retry(), "past the ratio, and this second's minimum spent");
   clock.advance(2s);
-  BOOST_TEST(budget.try_retry(), "a new window: the old retries no longer count");
-  BOOST_TEST(budget.try_retry());
+  BOOST_TEST(budget.try_retry(), "a new window: the old calls and retries no longer count");
   BOOST_TEST(!budget.try_retry());
+}
+
+// Finagle's floor is a reserve of the rate times the window (100 retries at
+// the defaults) that an outage's first moments spend at once.
+BOOST_AUTO_TEST_CASE(a_ratio_budget_s_floor_is_a_rate_an_outage_cannot_spend_at_once) {
+  resilience::basic_retry_ratio_budget<manual_clock> budget{resilience::retry_ratio_budget_options{}, clock};
+  const auto granted = [&] {
+    int n = 0;
+    while (n < 1000 && budget.try_retry()) ++n;
+    return n;
+  };
+  BOOST_TEST(granted() == 10, "ten in this second, not ten seconds' worth");
+  clock.advance(1s);
+  BOOST_TEST(granted() == 10);
+  for (int call = 0; call < 500; ++call) budget.record(true, true);
+  BOOST_TEST(granted() == 30, "10% of 500 calls, less the 20 retries already made in the window");
+  BOOST_TEST(budget.refusals() == 3u);
+}
+
+// The load a retry adds lands when it is sent: a wait (a Retry-After of a
+// second) may end in an outage the decision to retry could not see.
+BOOST_AUTO_TEST_CASE(the_budget_is_asked_when_the_wait_ends) {
+  struct timed_budget {
+    manual_clock* clock;
+    std::vector<time_point> asked;
+    void record(attempt_verdict, bool) noexcept {}
+    bool try_retry() noexcept {
+      asked.push_back(clock->now());
+      return false;
+    }
+  } budget{&clock, {}};
+  const time_point start = clock.now();
+  completion<result> done;
+  spawn(io, co_retry(always_failing(), policy().budget(budget)), done);
+  clock.run(io);
+  BOOST_TEST(attempts.size() == 1u);
+  BOOST_REQUIRE(budget.asked.size() == 1u);
+  BOOST_TEST((budget.asked[0] - start == 100ms), "after the first backoff");
+  BOOST_TEST((done.value->error() == reset), "the last outcome, as a refusal before the wait gave");
 }
 
 BOOST_AUTO_TEST_CASE(a_ratio_budget_rejects_bad_settings) {
@@ -290,8 +329,9 @@ BOOST_AUTO_TEST_CASE(a_refusal_is_logged_and_ends_the_call_with_its_last_outcome
   clock.run(io);
   BOOST_TEST(calls() == 1);
   BOOST_TEST((done.value->error() == refused));
-  BOOST_REQUIRE(lines.size() == 1u);
-  BOOST_TEST(lines[0].find("retry budget exhausted") != std::string::npos, lines[0]);
+  // The retry's line came before its wait; the budget, asked after it, refused.
+  BOOST_REQUIRE(lines.size() == 2u);
+  BOOST_TEST(lines[1].find("retry budget exhausted") != std::string::npos, lines[1]);
 }
 
 BOOST_AUTO_TEST_CASE(a_refusal_is_an_event_and_can_end_the_call_with_its_own_error) {

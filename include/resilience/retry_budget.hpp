@@ -12,8 +12,9 @@
 // request into 64 at the bottom during an outage. A budget makes retrying
 // stop when most calls fail, while a healthy dependency's rare failures are
 // still retried. The retry stage reports every attempt's outcome to its
-// budget and asks it before each retry; a refusal ends the call with its last
-// outcome (the logger says so, and the budget counts it).
+// budget and asks it as each retry is about to be sent (after its wait); a
+// refusal ends the call with its last outcome (the logger says so, and the
+// budget counts it).
 //
 // Both are small thread-safe objects shared by reference: they must outlive
 // the policies that use them. Recording a success takes no lock.
@@ -108,7 +109,8 @@ class retry_ratio_budget_options {
   // How far back calls and retries count: 10 s by default. At least 1 ms.
   retry_ratio_budget_options window(duration d) const;
   // Retries a second allowed whatever the ratio, so that a quiet client can
-  // still retry: 10 by default. 0 for none.
+  // still retry: 10 by default, counted over about the last second (all of
+  // a shorter window). 0 for none.
   retry_ratio_budget_options min_retries_per_second(std::uint32_t n) const;
 
   double ratio() const noexcept { return ratio_; }
@@ -181,13 +183,14 @@ class ratio_window {
     if (seen < number && b.number.compare_exchange_strong(seen, number, std::memory_order_acq_rel))
       b.count.store(0, std::memory_order_relaxed);
   }
-  // The sum of `ring`'s buckets numbered (newest - buckets, newest].
-  static std::uint64_t sum(const std::array<bucket, buckets>& ring, std::int64_t newest) noexcept;
+  // The sum of `ring`'s buckets numbered (newest - span, newest].
+  static std::uint64_t sum(const std::array<bucket, buckets>& ring, std::int64_t newest, int span = buckets) noexcept;
 
   double ratio_;
   std::int64_t bucket_ticks_;
   std::uint64_t reciprocal_;  // floor((2^64 - 1) / bucket_ticks_)
-  double min_retries_;  // over the window
+  int floor_buckets_;      // the newest buckets that make about one second (all of a shorter window)
+  double floor_retries_;   // min_retries_per_second over those buckets
   shard call_shards_[shard_count];
   alignas(64) std::array<bucket, buckets> retries_;
   std::atomic<std::uint64_t> refusals_{0};
@@ -195,8 +198,11 @@ class ratio_window {
 
 }  // namespace detail
 
-// Retries at most ratio() of the calls made over the window, plus
-// min_retries_per_second() × the window (Finagle's and Envoy's retry budget).
+// Retries at most ratio() of the calls made over the window (Finagle's and
+// Linkerd's retry budget); past it, min_retries_per_second() more in any
+// second. Unlike Finagle, whose floor is a reserve of the rate × the window
+// spendable at once, the floor is a rate: an outage's first moments cannot
+// spend ten seconds of it together.
 template <resilience::clock Clock = steady_clock>
 class basic_retry_ratio_budget {
  public:

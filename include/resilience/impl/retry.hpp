@@ -141,14 +141,6 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
       if (now >= ctx.deadline) last.emplace(outcome<T>::from_error(error::deadline_exceeded));
       break;
     }
-    // Asked last, when nothing else stops the retry: a refusal is a retry
-    // that would have happened.
-    if (!policy.budget().allows_retry()) {
-      policy.notify_budget_refused(ctx.attempt, *last);
-      ctx.report(event_about(event_kind::budget_refused, *last, ctx.attempt));
-      if (policy.budget_refusal_is_error()) last.emplace(outcome<T>::from_error(error::retry_budget_exhausted));
-      break;
-    }
     policy.notify_retry(retry_event<T>{ctx.attempt, options.max_attempts, *last, next.nominal, next.actual});
     ctx.report(event_about(event_kind::retry, *last, ctx.attempt, next.actual));
     // A hook may have cancelled the call itself.
@@ -170,6 +162,15 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
     // Either way, a cancellation during the wait ends the call.
     if (cancelled()) {
       aborted = true;
+      break;
+    }
+    // Asked as the retry is about to be sent, when nothing else stopped it:
+    // the budget bounds the load when it lands (a wait of a Retry-After may
+    // end in an outage), and a refusal is a retry that would have happened.
+    if (!policy.budget().allows_retry()) {
+      policy.notify_budget_refused(ctx.attempt, *last);
+      ctx.report(event_about(event_kind::budget_refused, *last, ctx.attempt));
+      if (policy.budget_refusal_is_error()) last.emplace(outcome<T>::from_error(error::retry_budget_exhausted));
       break;
     }
     ++ctx.attempt;

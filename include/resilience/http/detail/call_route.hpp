@@ -48,6 +48,8 @@ struct call_target {
   std::shared_ptr<resilience::detail::adaptive_throttle_core> throttle;
   call_tally counts;
   upstream_route<Breaker>* route;  // null for an endpoint
+  // The call's retry budget, if any: a resend is a request more too.
+  const resilience::detail::budget_ref* budget = nullptr;
 };
 
 }  // namespace resilience::http::detail

@@ -94,7 +94,9 @@ boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> b
   ctx.events = tagged.target() ? &tagged : nullptr;
   if (route) route->tagged = &tagged;
   const auto host_budget = budgets_ ? budget_for(key, now) : nullptr;
-  call_target<std::remove_reference_t<decltype(req)>> target{&to, &key, req, nullptr, nullptr, {}, route};
+  const auto& policy = host_budget ? host_budget->policy : retry_;
+  call_target<std::remove_reference_t<decltype(req)>> target{&to,     &key, req, nullptr, nullptr, {},
+                                                             route, &policy.budget()};
   if (!route) {
     target.breaker = breakers_.breaker_for(key, now);
     if (throttles_)
@@ -104,7 +106,7 @@ boost::asio::awaitable<typename basic_client<Clock>::template result<ResBody>> b
   }
   // One pointer: attempts' frames stay small enough for Asio to recycle.
   auto attempt_op = [&target, this](const context& c) { return attempt<ResBody>(target, c); };
-  auto res = co_await co_retry(std::move(attempt_op), std::cref(host_budget ? host_budget->policy : retry_), ctx);
+  auto res = co_await co_retry(std::move(attempt_op), std::cref(policy), ctx);
   // Cancelled at or past the deadline: by the caller's bound for that same
   // deadline (a server's handler bound), which is the deadline, not a stop.
   if (res.has_error() && res.error() == boost::asio::error::operation_aborted && ctx.has_deadline() &&
@@ -238,6 +240,14 @@ auto basic_client<Clock>::attempt(call_target<Request>& target, const context& c
         // for it (on another thread, perhaps) would not see the hold yet.
         if (out && options_.max_host_hold() > duration::zero()) note_hold(*target.key, *out);
         if (!again) break;
+        // The resend is one request more for the server: the budget bounds
+        // it as it bounds a retry (a server resetting every connection
+        // would see each request twice). Refused, the reset is the outcome.
+        if (!target.budget->allows_retry()) {
+          ctx.report(resilience::detail::event_about(event_kind::budget_refused, *out, ctx.attempt));
+          break;
+        }
+        out.reset();
       }
     } catch (...) {
       out.emplace(outcome<T>::from_current_exception());
@@ -326,7 +336,7 @@ auto basic_client<Clock>::exchange(connection_lease& lease, Request& req, const 
     http::detail::rewind_body(req.body(), body_start);
     if (write_error) {
       closed_unanswered = stale(write_error, false);
-      if (!closed_unanswered) out.emplace(outcome<T>::from_error(write_error));
+      out.emplace(outcome<T>::from_error(write_error));
     } else if (in_time()) {
       // Interim responses (1xx but 101, RFC 9110 §15.2: 100 Continue,
       // 103 Early Hints) come before the final one on the connection:
@@ -354,11 +364,12 @@ auto basic_client<Clock>::exchange(connection_lease& lease, Request& req, const 
       }
       if (read_error) {
         closed_unanswered = !interim && stale(read_error, parser->got_some());
-        if (!closed_unanswered) out.emplace(outcome<T>::from_error(read_error));
+        out.emplace(outcome<T>::from_error(read_error));
       } else if (!interim && parser->get().result() == bhttp::status::request_timeout && may_resend()) {
         // A server may say why it closes an idle connection (408, RFC 9110
         // §15.5.9) before our request reaches it: an answer to nothing sent.
         closed_unanswered = true;
+        out.emplace(std::in_place, std::move(parser->get()));  // the outcome, should the resend be refused
       } else {
         // Bytes after the response were asked for by nobody: the next
         // request on this connection would read them as its answer.
