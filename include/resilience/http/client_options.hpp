@@ -224,7 +224,7 @@ class client_options {
   }
   // A retry budget shared by every call of this client (retry_budget.hpp:
   // gRPC's retry_token_budget, or a retry_ratio_budget), told how each attempt
-  // went and asked before each retry: when most calls fail, retrying stops
+  // went and asked as each retry is sent: when most calls fail, retrying stops
   // instead of multiplying the load. A refused retry ends the call with its
   // last response or error, and runs on_budget_refused(). Referred to: it
   // must outlive the client. Replaces the per-host budget (the default,
