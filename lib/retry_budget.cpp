@@ -57,18 +57,24 @@ std::uint64_t ratio_window::sum(const std::array<bucket, buckets>& ring, std::in
   return total;
 }
 
-bool ratio_window::try_retry(time_point now) noexcept {
-  const std::int64_t newest = bucket_number(now);
+bool ratio_window::allows(std::int64_t newest) const noexcept {
   std::uint64_t calls = 0;
   for (const shard& s : call_shards_)
     if (s.used.load(std::memory_order_relaxed)) calls += sum(s.ring, newest);
-  bucket& current = retries_[slot(newest)];
-  renew(current, newest);
   const std::uint64_t retries = sum(retries_, newest);
   // Within the ratio, or within the floor's rate over about the last second.
-  if (static_cast<double>(retries) + 1 > ratio_ * static_cast<double>(calls) &&
-      static_cast<double>(floor_buckets_ == buckets ? retries : sum(retries_, newest, floor_buckets_)) + 1 >
-          floor_retries_) {
+  return static_cast<double>(retries) + 1 <= ratio_ * static_cast<double>(calls) ||
+         static_cast<double>(floor_buckets_ == buckets ? retries : sum(retries_, newest, floor_buckets_)) + 1 <=
+             floor_retries_;
+}
+
+bool ratio_window::would_retry(time_point now) const noexcept { return allows(bucket_number(now)); }
+
+bool ratio_window::try_retry(time_point now) noexcept {
+  const std::int64_t newest = bucket_number(now);
+  bucket& current = retries_[slot(newest)];
+  renew(current, newest);
+  if (!allows(newest)) {
     refusals_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }

@@ -41,8 +41,11 @@ namespace resilience {
 enum class attempt_verdict : std::uint8_t { success, retryable_failure, final_failure };
 
 // A budget the retry and hedging stages can use: told how each attempt
-// ended, asked before each retry. A budget with record(bool failed, bool
-// first_attempt) is accepted too; it is told a final failure as a success.
+// ended, asked as each retry is about to be sent. One that can also tell,
+// taking nothing, whether a retry decided now could go (would_retry()
+// const, as both here can) refuses it before its wait. A budget with
+// record(bool failed, bool first_attempt) is accepted too; it is told a
+// final failure as a success.
 template <class B>
 concept retry_budget = requires(B& b) {
   requires requires { b.record(attempt_verdict::success, true); } || requires { b.record(true, true); };
@@ -87,10 +90,12 @@ class retry_token_budget {
 
   // Whether one more retry may start; a refusal is counted.
   bool try_retry() noexcept {
-    if (milli_tokens_.load(std::memory_order_relaxed) > max_milli_ / 2) return true;
+    if (would_retry()) return true;
     refusals_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
+  // The same, counting nothing.
+  bool would_retry() const noexcept { return milli_tokens_.load(std::memory_order_relaxed) > max_milli_ / 2; }
 
   double tokens() const noexcept { return static_cast<double>(milli_tokens_.load(std::memory_order_relaxed)) / 1000; }
   std::uint64_t refusals() const noexcept { return refusals_.load(std::memory_order_relaxed); }
@@ -148,6 +153,8 @@ class ratio_window {
     b.count.fetch_add(1, std::memory_order_relaxed);
   }
   bool try_retry(time_point now) noexcept;
+  // Whether try_retry(now) would allow one, taking and counting nothing.
+  bool would_retry(time_point now) const noexcept;
   std::uint64_t refusals() const noexcept { return refusals_.load(std::memory_order_relaxed); }
 
  private:
@@ -183,6 +190,8 @@ class ratio_window {
     if (seen < number && b.number.compare_exchange_strong(seen, number, std::memory_order_acq_rel))
       b.count.store(0, std::memory_order_relaxed);
   }
+  // Whether one more retry fits, the newest bucket being `newest`.
+  bool allows(std::int64_t newest) const noexcept;
   // The sum of `ring`'s buckets numbered (newest - span, newest].
   static std::uint64_t sum(const std::array<bucket, buckets>& ring, std::int64_t newest, int span = buckets) noexcept;
 
@@ -220,6 +229,7 @@ class basic_retry_ratio_budget {
     if (first_attempt) window_.add_call(detail::coarse_now(clock_));
   }
   bool try_retry() noexcept { return window_.try_retry(detail::coarse_now(clock_)); }
+  bool would_retry() const noexcept { return window_.would_retry(detail::coarse_now(clock_)); }
   std::uint64_t refusals() const noexcept { return window_.refusals(); }
 
  private:

@@ -49,13 +49,18 @@ struct budget_ref {
   void* budget = nullptr;
   void (*record_fn)(void*, attempt_verdict, bool) noexcept = nullptr;
   bool (*try_retry_fn)(void*) noexcept = nullptr;
+  bool (*would_retry_fn)(const void*) noexcept = nullptr;  // null: the budget cannot tell before
 
   void record(attempt_verdict v, bool first_attempt) const noexcept {
     if (budget) record_fn(budget, v, first_attempt);
   }
   bool allows_retry() const noexcept { return !budget || try_retry_fn(budget); }
+  // Whether a retry decided now could be allowed, taking nothing: a call
+  // that could not is refused before it waits for nothing.
+  bool would_allow_retry() const noexcept { return !budget || !would_retry_fn || would_retry_fn(budget); }
   // As a budget itself (a client's options hold one for their policy).
   bool try_retry() const noexcept { return allows_retry(); }
+  bool would_retry() const noexcept { return would_allow_retry(); }
   explicit operator bool() const noexcept { return budget != nullptr; }
 
   template <class B>
@@ -68,7 +73,20 @@ struct budget_ref {
                 static_cast<B*>(p)->record(v == attempt_verdict::retryable_failure, first);
               }
             },
-            [](void* p) noexcept -> bool { return static_cast<B*>(p)->try_retry(); }};
+            [](void* p) noexcept -> bool { return static_cast<B*>(p)->try_retry(); },
+            would_retry_of<B>()};
+  }
+
+ private:
+  template <class B>
+  static constexpr auto would_retry_of() noexcept -> bool (*)(const void*) noexcept {
+    if constexpr (requires(const B& x) {
+                    { x.would_retry() } -> std::convertible_to<bool>;
+                  }) {
+      return [](const void* p) noexcept -> bool { return static_cast<const B*>(p)->would_retry(); };
+    } else {
+      return nullptr;
+    }
   }
 };
 

@@ -93,6 +93,12 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
 
   delay_sequence delays{options.delays};
   bool aborted = false;
+  // The call ends with its last outcome (or the budget's own error).
+  const auto refuse_retry = [&] {
+    policy.notify_budget_refused(ctx.attempt, *last);
+    ctx.report(event_about(event_kind::budget_refused, *last, ctx.attempt));
+    if (policy.budget_refusal_is_error()) last.emplace(outcome<T>::from_error(error::retry_budget_exhausted));
+  };
   for (;;) {
     if (cancelled()) {
       aborted = true;
@@ -141,6 +147,19 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
       if (now >= ctx.deadline) last.emplace(outcome<T>::from_error(error::deadline_exceeded));
       break;
     }
+    // Asked last, when nothing else stops the retry: a refusal is a retry
+    // that would have happened. A budget that can tell now refuses before
+    // the wait (asked as for the retry itself, so that it counts the
+    // refusal, or takes the retry if it has room again); otherwise it is
+    // asked when the wait ends.
+    bool taken = false;
+    if (!policy.budget().would_allow_retry()) {
+      if (!policy.budget().allows_retry()) {
+        refuse_retry();
+        break;
+      }
+      taken = true;
+    }
     policy.notify_retry(retry_event<T>{ctx.attempt, options.max_attempts, *last, next.nominal, next.actual});
     ctx.report(event_about(event_kind::retry, *last, ctx.attempt, next.actual));
     // A hook may have cancelled the call itself.
@@ -164,13 +183,10 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
       aborted = true;
       break;
     }
-    // Asked as the retry is about to be sent, when nothing else stopped it:
-    // the budget bounds the load when it lands (a wait of a Retry-After may
-    // end in an outage), and a refusal is a retry that would have happened.
-    if (!policy.budget().allows_retry()) {
-      policy.notify_budget_refused(ctx.attempt, *last);
-      ctx.report(event_about(event_kind::budget_refused, *last, ctx.attempt));
-      if (policy.budget_refusal_is_error()) last.emplace(outcome<T>::from_error(error::retry_budget_exhausted));
+    // The retry itself, as it is about to be sent: the budget bounds the
+    // load when it lands (a Retry-After's wait may end in an outage).
+    if (!taken && !policy.budget().allows_retry()) {
+      refuse_retry();
       break;
     }
     ++ctx.attempt;
