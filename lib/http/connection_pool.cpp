@@ -10,7 +10,9 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <mutex>
 
 namespace resilience::http {
@@ -103,9 +105,25 @@ class pool_context_service final : public boost::asio::execution_context::servic
 
 boost::asio::execution_context::id pool_context_service::id;
 
+// The host a thread last acquired from, in which pool: most threads send
+// request after request to one host, and comparing its key costs less than
+// hashing it and searching the table. Any pool's forgetting a host (a
+// sweep) or going bumps `hosts_forgotten`, so that no remembered pointer
+// outlives its host, nor matches a new pool at a gone one's address.
+namespace {
+std::atomic<std::uint64_t> hosts_forgotten{0};
+struct remembered_host {
+  const pool_core* pool = nullptr;
+  std::uint64_t forgotten = 0;
+  pool_core::host* host = nullptr;
+};
+thread_local remembered_host last_host;
+}  // namespace
+
 pool_core::pool_core(connection_pool_options o) : options_(std::move(o)) {}
 
 pool_core::~pool_core() {
+  hosts_forgotten.fetch_add(1, std::memory_order_acq_rel);
   {
     std::lock_guard lock(links_mutex);
     for (void* s : watched_) std::erase(static_cast<pool_context_service*>(s)->pools, this);
@@ -151,12 +169,21 @@ pool_core::acquired pool_core::acquire(const std::string& key, time_point now,
   acquired a{grant::busy, nullptr, nullptr};
   {
     std::lock_guard lock(mutex_);
-    auto& slot = hosts_[key];
-    if (!slot) {
-      slot = std::make_unique<host>();
-      slot->key = key;
+    // Read under the lock, as a sweep of this pool bumps it under the lock.
+    const std::uint64_t forgotten = hosts_forgotten.load(std::memory_order_acquire);
+    host* found = nullptr;
+    if (last_host.pool == this && last_host.forgotten == forgotten && last_host.host->key == key) {
+      found = last_host.host;
+    } else {
+      auto& slot = hosts_[key];
+      if (!slot) {
+        slot = std::make_unique<host>();
+        slot->key = key;
+      }
+      found = slot.get();
+      last_host = {this, forgotten, found};
     }
-    host& h = *slot;
+    host& h = *found;
     a.where = &h;
     close_all(h, expired, now, false);
     // The most recently used of the caller's context: a socket's operations
@@ -272,6 +299,7 @@ std::size_t pool_core::sweep(Which which, close_reason why) noexcept {
       h.open -= static_cast<std::uint32_t>(h.idle.end() - end);
       h.idle.erase(end, h.idle.end());
       if (h.open == 0 && h.waiters.empty()) {
+        hosts_forgotten.fetch_add(1, std::memory_order_acq_rel);
         it = hosts_.erase(it);
       } else {
         ++it;

@@ -34,6 +34,10 @@
 #include <optional>
 #include <vector>
 
+namespace boost::asio {
+class io_context;
+}  // namespace boost::asio
+
 namespace resilience::detail {
 
 struct timer_node {
@@ -84,6 +88,7 @@ class timer_queue final : public boost::asio::execution_context::service {
   time_point armed_at_ = time_point::max();
   std::uint64_t arming_ = 0;  // which arming of the timer is current
   std::optional<boost::asio::steady_timer> timer_;
+  boost::asio::io_context* io_ = nullptr;  // the timer's context, when it is an io_context: the disarm's cheaper way there
   bool disarm_posted_ = false;
   bool shut_down_ = false;
 };
