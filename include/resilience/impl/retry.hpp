@@ -72,6 +72,16 @@ inline delay spread_after(duration given, delay backoff, time_point give_up_at, 
   return {saturating_sum(given, backoff.nominal), saturating_sum(given, backoff.actual)};
 }
 
+// A retry the budget refused: the call ends with its last outcome (or the
+// budget's own error). Out of line: the retries' coroutine stays small, and
+// so does every unit that includes it.
+template <class T, class Policy>
+[[gnu::noinline]] void refuse_retry(const Policy& policy, const context& ctx, std::optional<outcome<T>>& last) {
+  policy.notify_budget_refused(ctx.attempt, *last);
+  ctx.report(event_about(event_kind::budget_refused, *last, ctx.attempt));
+  if (policy.budget_refusal_is_error()) last.emplace(outcome<T>::from_error(error::retry_budget_exhausted));
+}
+
 // Everything after a transient failure: waits and further attempts. A
 // coroutine of its own so that the success path's frame stays small; `ctx`
 // and `last` live in the caller's frame, so this one holds no copy of them.
@@ -93,12 +103,6 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
 
   delay_sequence delays{options.delays};
   bool aborted = false;
-  // The call ends with its last outcome (or the budget's own error).
-  const auto refuse_retry = [&] {
-    policy.notify_budget_refused(ctx.attempt, *last);
-    ctx.report(event_about(event_kind::budget_refused, *last, ctx.attempt));
-    if (policy.budget_refusal_is_error()) last.emplace(outcome<T>::from_error(error::retry_budget_exhausted));
-  };
   for (;;) {
     if (cancelled()) {
       aborted = true;
@@ -155,7 +159,7 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
     bool taken = false;
     if (!policy.budget().would_allow_retry()) {
       if (!policy.budget().allows_retry()) {
-        refuse_retry();
+        refuse_retry(policy, ctx, last);
         break;
       }
       taken = true;
@@ -186,7 +190,7 @@ boost::asio::awaitable<T, Executor> retry_after_failure(Op& op, const Policy& po
     // The retry itself, as it is about to be sent: the budget bounds the
     // load when it lands (a Retry-After's wait may end in an outage).
     if (!taken && !policy.budget().allows_retry()) {
-      refuse_retry();
+      refuse_retry(policy, ctx, last);
       break;
     }
     ++ctx.attempt;
