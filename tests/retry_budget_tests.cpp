@@ -335,6 +335,45 @@ BOOST_AUTO_TEST_CASE(a_budget_that_can_tell_refuses_before_the_wait_and_takes_af
   BOOST_TEST(budget.refusals() == 2u);
 }
 
+// A first attempt refused here (an open breaker) is still a call the
+// application made: without it, an outage the breaker cut short leaves the
+// window thin, and the next ordinary burst's retries find it spent. It moves
+// no token, and a budget of the boolean shape is not told.
+BOOST_AUTO_TEST_CASE(a_first_attempt_an_open_breaker_refuses_is_a_call_for_the_ratio_budget) {
+  resilience::basic_retry_ratio_budget<manual_clock> ratio{
+      resilience::retry_ratio_budget_options{}.ratio(0.5).min_retries_per_second(0).window(10s), clock};
+  resilience::retry_token_budget tokens{10, 0.5};
+  for (int i = 0; i < 4; ++i) tokens.record(attempt_verdict::retryable_failure);
+  struct counting {
+    int told = 0;
+    void record(bool, bool) noexcept { ++told; }
+    bool try_retry() noexcept { return true; }
+  } boolean;
+  const auto refused_calls = [&](auto& budget) {
+    for (int call = 0; call < 4; ++call) {
+      completion<result> done;
+      const auto refused = [this]() -> asio::awaitable<result> {
+        attempts.push_back(clock.now());
+        co_return resilience::error::circuit_open;
+      };
+      spawn(io, co_retry(refused, policy().max_attempts(2).budget(budget)), done);
+      clock.run(io);
+      BOOST_TEST((done.value->error() == resilience::error::circuit_open));
+    }
+  };
+  refused_calls(ratio);
+  refused_calls(tokens);
+  refused_calls(boolean);
+  BOOST_TEST(attempts.size() == 12u, "a refusal here is not retried");
+  BOOST_TEST(tokens.tokens() == 6.0, "neither a success nor a failure");
+  BOOST_TEST(boolean.told == 0);
+  completion<result> done;
+  spawn(io, co_retry(always_failing(), policy().max_attempts(2).budget(ratio)), done);
+  clock.run(io);
+  BOOST_TEST(attempts.size() == 14u, "five calls earn two and a half retries");
+  BOOST_TEST(ratio.refusals() == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(a_ratio_budget_rejects_bad_settings) {
   using resilience::retry_ratio_budget_options;
   BOOST_CHECK_THROW(retry_ratio_budget_options{}.ratio(0), std::invalid_argument);

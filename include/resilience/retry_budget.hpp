@@ -37,15 +37,18 @@ namespace resilience {
 // tokens back, a failure the policy would retry takes one, and a failure it
 // would not retry (a 404, a bad request) neither: it tells nothing of whether
 // retrying helps. A value the op returned (an HTTP response of any status the
-// classifier does not retry) is a success.
-enum class attempt_verdict : std::uint8_t { success, retryable_failure, final_failure };
+// classifier does not retry) is a success. An attempt refused before it was
+// sent (reached_no_server(): an open breaker, a full bulkhead) is not_sent:
+// no token moves, but a first one is still a call the application made, which
+// a ratio budget counts.
+enum class attempt_verdict : std::uint8_t { success, retryable_failure, final_failure, not_sent };
 
 // A budget the retry and hedging stages can use: told how each attempt
 // ended, asked as each retry is about to be sent. One that can also tell,
 // taking nothing, whether a retry decided now could go (would_retry()
 // const, as both here can) refuses it before its wait. A budget with
 // record(bool failed, bool first_attempt) is accepted too; it is told a
-// final failure as a success.
+// final failure as a success, and nothing of an attempt not sent.
 template <class B>
 concept retry_budget = requires(B& b) {
   requires requires { b.record(attempt_verdict::success, true); } || requires { b.record(true, true); };
@@ -72,7 +75,8 @@ class retry_token_budget {
   // glimpse the count up to one step per thread past a bound in between:
   // only whether it is above half matters, and the books come out exact.
   void record(attempt_verdict v, bool first_attempt = true) noexcept {
-    if (v != attempt_verdict::final_failure) record(v == attempt_verdict::retryable_failure, first_attempt);
+    if (v == attempt_verdict::success || v == attempt_verdict::retryable_failure)
+      record(v == attempt_verdict::retryable_failure, first_attempt);
   }
   // The same, with failed meaning a failure the policy would retry.
   void record(bool failed, bool /*first_attempt*/ = true) noexcept {
@@ -221,7 +225,8 @@ class basic_retry_ratio_budget {
   basic_retry_ratio_budget& operator=(const basic_retry_ratio_budget&) = delete;
 
   // Every attempt's outcome; only first attempts count as calls, whatever
-  // their outcome.
+  // their outcome, one an open breaker refused included (Finagle counts
+  // every request entering its retry filter).
   void record(attempt_verdict, bool first_attempt) noexcept {
     if (first_attempt) window_.add_call(detail::coarse_now(clock_));
   }

@@ -72,7 +72,9 @@ class hedge_join : public timer_node {
     const context& actx = attempts_[index].ctx;
     const bool cancelled = o.cancelled();
     const bool non_fatal = !cancelled && classify(policy_->classifier(), o, actx);
-    if (!cancelled && !reached_no_server(o.error())) policy_->budget().record(verdict_of(o, non_fatal), index == 0);
+    if (!cancelled)
+      policy_->budget().record(reached_no_server(o.error()) ? attempt_verdict::not_sent : verdict_of(o, non_fatal),
+                               index == 0);
     result_.emplace(std::move(o));
     chosen_ = index + 1;
     if (!non_fatal) {

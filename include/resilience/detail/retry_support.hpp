@@ -69,7 +69,7 @@ struct budget_ref {
             [](void* p, attempt_verdict v, bool first) noexcept {
               if constexpr (requires(B& x) { x.record(v, first); }) {
                 static_cast<B*>(p)->record(v, first);
-              } else {
+              } else if (v != attempt_verdict::not_sent) {
                 static_cast<B*>(p)->record(v == attempt_verdict::retryable_failure, first);
               }
             },

@@ -19,16 +19,16 @@ template <class Policy, class T>
 }
 
 // is_final, telling the policy's budget how the attempt went: a transient
-// failure, or not. A cancellation, or a call refused here
-// (reached_no_server()), reached no server: the budget is not told.
+// failure, or not; not sent when refused here (reached_no_server()). A
+// cancellation is not told.
 template <class Policy, class T>
 [[gnu::always_inline]] inline bool settle_attempt(const Policy& policy, const outcome<T>& o, const context& ctx,
                                                   bool first_attempt) {
   const bool final = is_final(policy, o, ctx);
   if (policy.budget().budget) {
     const error_code ec = o.error();
-    if (!is_cancellation(ec) && !reached_no_server(ec))
-      policy.budget().record(verdict_of(o, !final), first_attempt);
+    if (!is_cancellation(ec))
+      policy.budget().record(reached_no_server(ec) ? attempt_verdict::not_sent : verdict_of(o, !final), first_attempt);
   }
   return final;
 }
