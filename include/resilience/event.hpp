@@ -97,7 +97,10 @@ const char* to_string(call_outcome o) noexcept;
   X(shed, "on_shed", "http_server")                          /* 503: too many requests in flight */      \
   X(request_refused, "on_request_refused", "http_server")    /* `status` (400, 413, 431) */              \
   X(server_deadline_exceeded, "on_deadline_exceeded", "http_server") /* 504: the deadline passed */      \
-  X(slow_client, "on_slow_client", "http_server")            /* closed: the client stalled */
+  X(slow_client, "on_slow_client", "http_server")            /* closed: the client stalled */            \
+  /* config::live_config: a document accepted, or refused (`error`: config_rejected) */                \
+  X(config_reloaded, "on_reloaded", "config")                                                            \
+  X(config_rejected, "on_reload_rejected", "config")
 
 enum class event_kind : std::uint8_t {
 #define RESILIENCE_EVENT_KIND_ENUMERATOR(kind, name, strategy) kind,
