@@ -5,6 +5,13 @@
 #include "support.hpp"
 
 #include <resilience/config.hpp>
+#include <resilience/config_watch.hpp>
+
+#include <boost/asio/io_context.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
 
 #include <atomic>
 #include <fstream>
@@ -328,6 +335,86 @@ BOOST_AUTO_TEST_CASE(reloading_under_load_loses_nothing) {
   BOOST_TEST(broken.load() == 0u);
   for (const auto& s : held) BOOST_TEST(s->bulkhead("b").in_flight() == 0u, "every permit returned");
   BOOST_TEST(live.current()->version() == 201u);
+}
+
+// A file replaced the way editors do (written aside, renamed over) is read
+// again; a broken one is refused with the running policies kept; SIGHUP
+// reads it too. The waits are for inotify and a signal to arrive, bounded so
+// that a lost event fails the test instead of hanging it.
+BOOST_AUTO_TEST_CASE(a_watched_file_is_reloaded_when_it_changes_and_on_sighup) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("resilience_config_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string file = (dir / "policies.json").string();
+  const auto write = [&](const std::string& text) {
+    const std::string aside = file + ".new";
+    std::FILE* f = std::fopen(aside.c_str(), "w");
+    BOOST_REQUIRE(f);
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+    fs::rename(aside, file);
+  };
+  write(R"({"retry": {"a": {"max_attempts": 2}}})");
+  boost::asio::io_context io;
+  config::live_config live{config::read_file(file), file};
+  const auto run_until = [&](auto done) {
+    for (int i = 0; i < 100 && !done(); ++i) io.run_one_for(100ms);
+    return done();
+  };
+  {
+    config::file_watch watch{io.get_executor(), live, file};
+    write(R"({"retry": {"a": {"max_attempts": 5}}})");
+    BOOST_REQUIRE(run_until([&] { return live.reloads_accepted() == 1u; }));
+    BOOST_TEST(live.current()->retry("a").options().max_attempts == 5u);
+    BOOST_TEST(live.current()->source() == file);
+
+    write(R"({"retry": {"a": {"max_attempts": 0}}})");
+    BOOST_REQUIRE(run_until([&] { return live.reloads_rejected() == 1u; }));
+    BOOST_TEST(live.current()->retry("a").options().max_attempts == 5u, "the running policies stay");
+  }
+  // Without inotify, the operator's signal.
+  config::file_watch watch{io.get_executor(), live, file, {.file_changes = false, .sighup = true}};
+  std::FILE* f = std::fopen(file.c_str(), "w");
+  std::fputs(R"({"retry": {"a": {"max_attempts": 7}}})", f);
+  std::fclose(f);
+  io.poll();
+  BOOST_TEST(live.reloads_accepted() == 1u, "no inotify: nothing yet");
+  std::raise(SIGHUP);
+  BOOST_REQUIRE(run_until([&] { return live.reloads_accepted() == 2u; }));
+  BOOST_TEST(live.current()->retry("a").options().max_attempts == 7u);
+  watch.stop();
+  fs::remove(file);
+  std::raise(SIGHUP);  // still caught by the stopped watch's set until it closes
+  io.poll();
+  BOOST_TEST(live.reloads_rejected() == 1u, "a stopped watch reloads nothing");
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(config_status)
+
+BOOST_AUTO_TEST_CASE(the_status_page_shows_each_object_s_live_state_and_actions_change_it) {
+  const auto s = config::parse(R"({"breaker": {"db": {"consecutive_failures": 1}},
+      "bulkhead": {"pool": {"max_concurrent": 2}},
+      "retry_budget": {"t": {"kind": "token", "max_tokens": 4, "token_ratio": 0.5}, "r": {}}})",
+                                "status.json");
+  s->breaker("db").try_acquire().record(true);
+  const auto permit = s->bulkhead("pool").try_acquire();
+  const std::string json = config::status_json(*s);
+  for (const char* part : {"\"version\":1", "\"source\":\"status.json\"", "\"db\":{\"state\":\"open\"", "\"failures\":1",
+                           "\"in_flight\":1", "\"tokens\":4", "\"refusals\":0"})
+    BOOST_TEST(json.find(part) != std::string::npos, part << " in " << json);
+  const std::string html = config::status_html(*s);
+  BOOST_TEST(html.find("<td>db</td>") != std::string::npos, html);
+  BOOST_TEST(html.find("&quot;state&quot;:&quot;open&quot;") != std::string::npos, html);
+
+  config::breaker_action(*s, "db", "reset");
+  BOOST_TEST((s->breaker("db").state() == resilience::circuit_state::closed));
+  config::breaker_action(*s, "db", "isolate");
+  BOOST_TEST((s->breaker("db").state() == resilience::circuit_state::isolated));
+  BOOST_CHECK_THROW(config::breaker_action(*s, "db", "explode"), std::invalid_argument);
+  BOOST_CHECK_THROW(config::breaker_action(*s, "nope", "reset"), std::out_of_range);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -138,6 +138,23 @@ class snapshot {
 std::shared_ptr<const snapshot> parse(std::string_view text, std::string_view source = "document",
                                       const snapshot* previous = nullptr, std::uint64_t version = 1);
 
+// The live state of a snapshot's shared objects, for an operator's status
+// page (served like /metrics, from the service's own server): version and
+// source; each breaker's state, window counts and options; each budget's
+// tokens or refusals; each bulkhead's calls in flight and queued; each
+// limiter's and throttle's options. JSON, or a small HTML page of the same.
+// Nothing secret is in a document today; what will be (a Redis password, TLS
+// key paths) is never written here.
+std::string status_json(const snapshot& s);
+std::string status_html(const snapshot& s);
+
+// An operator's action on a snapshot's breaker: "isolate" (held open),
+// "reset" (closed, window cleared), "disable" (every call goes through). An
+// admin endpoint must be opted into: nothing calls this unless the service
+// routes a request to it. Throws std::out_of_range for an unknown breaker,
+// std::invalid_argument for an unknown action.
+void breaker_action(const snapshot& s, std::string_view breaker, std::string_view action);
+
 // What became of a reload.
 struct reload_event {
   bool accepted = false;
@@ -162,6 +179,9 @@ class live_config {
   // thread) and the counters move. Reloads are serialised; safe from any
   // thread, concurrently with current().
   reload_event reload(std::string_view text, std::string_view source = "document");
+  // A reload that failed before there was a document (a file gone or
+  // unreadable): counted and reported as a refusal, the running one kept.
+  reload_event refuse(std::string_view source, std::string reason);
 
   // Runs after every reload(), accepted or not.
   void on_reload(std::function<void(const reload_event&)> f);
@@ -174,6 +194,8 @@ class live_config {
   std::uint64_t reloads_rejected() const noexcept { return rejected_.load(std::memory_order_relaxed); }
 
  private:
+  void report(const reload_event& e);  // under reloading_
+
   std::atomic<std::shared_ptr<const snapshot>> current_;
   std::mutex reloading_;
   std::function<void(const reload_event&)> on_reload_;

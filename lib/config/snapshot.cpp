@@ -1,6 +1,6 @@
 // The sections of a document, each a table of keys over its C++ options, and
 // the snapshot that owns what they build; live_config's atomic swap.
-#include "config_fields.hpp"
+#include "shared_objects.hpp"
 
 #include <boost/json/serialize.hpp>
 
@@ -331,30 +331,6 @@ const field<token_budget_settings> token_budget_fields[] = {
 namespace resilience::config {
 namespace detail {
 
-template <class T>
-struct owned {
-  std::shared_ptr<T> object;
-  json::value options;  // as written: what decides whether a reload may keep the object
-};
-
-struct budget_entry {
-  std::shared_ptr<void> object;  // a retry_ratio_budget or a retry_token_budget
-  resilience::detail::budget_ref ref;
-  json::value options;
-};
-
-struct shared_objects {
-  std::map<std::string, retry_policy, std::less<>> retries;
-  std::map<std::string, basic_timeout<>, std::less<>> timeouts;
-  std::map<std::string, hedging_policy, std::less<>> hedgings;
-  std::map<std::string, owned<circuit_breaker>, std::less<>> breakers;
-  std::map<std::string, owned<resilience::bulkhead>, std::less<>> bulkheads;
-  std::map<std::string, owned<resilience::rate_limiter>, std::less<>> rate_limiters;
-  std::map<std::string, owned<resilience::adaptive_throttle>, std::less<>> throttles;
-  std::map<std::string, budget_entry, std::less<>> budgets;
-  json::object document;  // every option written out
-};
-
 namespace {
 
 constexpr std::string_view sections[] = {"retry_budget", "breaker",  "bulkhead", "rate_limiter",
@@ -559,16 +535,6 @@ std::vector<std::string> document_keys() {
   return keys;
 }
 
-struct snapshot_access {
-  static std::shared_ptr<snapshot> make() { return std::shared_ptr<snapshot>(new snapshot()); }
-  static const detail::shared_objects& objects(const snapshot& s) { return *s.objects_; }
-  static void fill(snapshot& s, std::uint64_t version, std::string source, std::unique_ptr<detail::shared_objects> o) {
-    s.version_ = version;
-    s.source_ = std::move(source);
-    s.objects_ = std::move(o);
-  }
-};
-
 snapshot::~snapshot() = default;
 
 namespace {
@@ -642,9 +608,24 @@ reload_event live_config::reload(std::string_view text, std::string_view source)
     e.reason = refused.what();
     rejected_.fetch_add(1, std::memory_order_relaxed);
   }
+  report(e);
+  return e;
+}
+
+reload_event live_config::refuse(std::string_view source, std::string reason) {
+  const std::lock_guard lock(reloading_);
+  reload_event e;
+  e.source = std::string(source);
+  e.version = current()->version();
+  e.reason = std::move(reason);
+  rejected_.fetch_add(1, std::memory_order_relaxed);
+  report(e);
+  return e;
+}
+
+void live_config::report(const reload_event& e) {
   if (events_) events_->on_event(event(e.accepted ? event_kind::config_reloaded : event_kind::config_rejected));
   if (on_reload_) on_reload_(e);
-  return e;
 }
 
 }  // namespace resilience::config

@@ -9,7 +9,7 @@ there must have
   - event names of its own, each "on_..." and none twice;
   - its row in docs/metrics.md's table of strategy and event names, naming
     every one of its events, and no row for a strategy that does not exist;
-  - a page (docs/strategies/ or docs/http/) that names it as
+  - a page (docs/strategies/, docs/http/ or docs/config.md) that names it as
     strategy_name="<strategy>", and its events named on such pages;
   - at least one misuse that must not compile, in tests/compile_fail/ (a
     file whose `// strategy:` line names it).
@@ -65,11 +65,11 @@ def main():
             missing.append(f"docs/metrics.md: a row for {strategy}, which event.hpp does not list")
 
     pages = {p: read(p) for p in glob.glob(os.path.join(source, "docs/strategies/*.md")) +
-             glob.glob(os.path.join(source, "docs/http/*.md"))}
+             glob.glob(os.path.join(source, "docs/http/*.md")) + [os.path.join(source, "docs/config.md")]}
     for strategy, names in strategies.items():
         own = [text for text in pages.values() if f'strategy_name="{strategy}"' in text]
         if not own:
-            missing.append(f'{strategy}: no page in docs/strategies/ or docs/http/ names strategy_name="{strategy}"')
+            missing.append(f'{strategy}: no page in docs/strategies/, docs/http/ or docs/config.md names strategy_name="{strategy}"')
             continue
         for name in names:
             if not any(f"`{name}`" in text or f'"{name}"' in text for text in own):
