@@ -164,7 +164,9 @@ struct reload_event {
 };
 
 // The running configuration: a snapshot swapped atomically by reload().
-// current() is a lock-free load and a reference count; a call holds what it
+// current() is a copy under a lock held for that copy alone (libstdc++'s
+// atomic<shared_ptr> locks too, in a way ThreadSanitizer cannot follow) and
+// a reference count; a call holds what it
 // got for as long as it runs.
 class live_config {
  public:
@@ -172,7 +174,10 @@ class live_config {
   // should not start without its policies).
   explicit live_config(std::string_view text, std::string_view source = "document");
 
-  std::shared_ptr<const snapshot> current() const noexcept { return current_.load(std::memory_order_acquire); }
+  std::shared_ptr<const snapshot> current() const noexcept {
+    const std::lock_guard lock(swapping_);
+    return current_;
+  }
 
   // A new document: on acceptance the next current() returns it; on refusal
   // the running one stays. Either way on_reload runs (on the reloading
@@ -196,7 +201,8 @@ class live_config {
  private:
   void report(const reload_event& e);  // under reloading_
 
-  std::atomic<std::shared_ptr<const snapshot>> current_;
+  mutable std::mutex swapping_;  // guards current_ only
+  std::shared_ptr<const snapshot> current_;
   std::mutex reloading_;
   std::function<void(const reload_event&)> on_reload_;
   event_sink* events_ = nullptr;

@@ -594,14 +594,18 @@ void live_config::events(event_sink& sink) {
 
 reload_event live_config::reload(std::string_view text, std::string_view source) {
   const std::lock_guard lock(reloading_);
-  const auto running = current_.load(std::memory_order_acquire);
+  const auto running = current();
   reload_event e;
   e.source = std::string(source);
   try {
     auto next = parse(text, source, running.get(), running->version() + 1);
     e.accepted = true;
     e.version = next->version();
-    current_.store(std::move(next), std::memory_order_release);
+    {
+      const std::lock_guard swap(swapping_);
+      current_.swap(next);
+    }
+    next.reset();  // the old snapshot: freed here if no call holds it, outside the lock
     accepted_.fetch_add(1, std::memory_order_relaxed);
   } catch (const error& refused) {
     e.version = running->version();
