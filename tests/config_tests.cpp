@@ -134,6 +134,10 @@ BOOST_AUTO_TEST_CASE(a_snapshot_writes_every_option_and_reads_it_back) {
   BOOST_TEST(second->document_text() == text);
   BOOST_TEST((second->retry("pricing").options() == first->retry("pricing").options()));
   BOOST_TEST((second->breaker("db").options().slow_call_ratio() == first->breaker("db").options().slow_call_ratio()));
+  // A breaker without a failure ratio says so, rather than leaving the key
+  // out (which would mean the default, 0.5).
+  const auto none = config::parse(R"({"breaker": {"b": {"failure_ratio": null, "consecutive_failures": 3}}})");
+  BOOST_TEST(!config::parse(none->document_text())->breaker("b").options().failure_ratio().has_value());
 }
 
 // What a document leaves out is the C++ default: an empty entry is the

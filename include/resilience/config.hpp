@@ -29,8 +29,9 @@
 // C++ setters (`retry.pricing.max_attempts at 3:40: must be at least 1`).
 //
 // A snapshot is immutable and owns the shared state its policies use
-// (breakers, budgets, bulkheads, limiters, throttles): calls that started
-// under one finish under it, however many reloads happen meanwhile. A reload
+// (breakers, budgets, bulkheads, limiters, throttles, HTTP clients): calls
+// that started under one finish under it, however many reloads happen
+// meanwhile. A reload
 // carries each shared object over to the new snapshot when its kind, name and
 // options are unchanged, so an unchanged breaker keeps its window and state;
 // one whose options changed starts afresh. The objects run on steady_clock.
@@ -39,6 +40,7 @@
 #include <resilience/adaptive_throttle.hpp>
 #include <resilience/bulkhead.hpp>
 #include <resilience/circuit_breaker.hpp>
+#include <resilience/clock.hpp>
 #include <resilience/event.hpp>
 #include <resilience/hedging.hpp>
 #include <resilience/rate_limiter.hpp>
@@ -56,6 +58,16 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+// The HTTP library's types, declared only: this header stays Asio-only. A
+// program that asks for an http_client or http_server includes
+// <resilience/http/client.hpp> or <resilience/http/server_options.hpp>.
+namespace resilience::http {
+template <resilience::clock Clock>
+class basic_client;
+using client = basic_client<steady_clock>;
+class server_options;
+}  // namespace resilience::http
 
 namespace resilience::config {
 
@@ -115,6 +127,10 @@ class snapshot {
   // A retry_budget section's entry, as a retry or hedging policy (or the
   // HTTP client) takes it: budget(snapshot.budget("x")).
   const resilience::detail::budget_ref& budget(std::string_view name) const;
+  // The HTTP library's sections (built only with it): an http_client entry's
+  // client, owned by the snapshot, and an http_server entry's options.
+  http::client& http_client(std::string_view name) const;
+  const http::server_options& http_server(std::string_view name) const;
 
   // 1 for the first document a live_config accepted, one more per reload.
   std::uint64_t version() const noexcept { return version_; }

@@ -9,6 +9,7 @@
 #include <boost/json/value.hpp>
 
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -115,8 +116,11 @@ constexpr field<O> custom(std::string_view key, Read, Write, key_list subkeys = 
 
 // Reads `object` into `o` key by key, in the table's order (some setters
 // depend on others); an unknown key is an error listing the known ones.
-template <class O, std::size_t N>
-void read_fields(O& o, const boost::json::object& object, const std::string& path, const field<O> (&table)[N],
+template <class O>
+using field_table = std::type_identity_t<std::span<const field<O>>>;
+
+template <class O>
+void read_fields(O& o, const boost::json::object& object, const std::string& path, field_table<O> table,
                  const document_reader& r, key_list also_known = {}) {
   std::vector<std::string_view> known;
   for (const auto& f : table) known.push_back(f.key);
@@ -126,8 +130,8 @@ void read_fields(O& o, const boost::json::object& object, const std::string& pat
     if (const auto* value = object.if_contains(f.key)) f.read(o, *value, path + "." + std::string(f.key), r);
 }
 
-template <class O, std::size_t N>
-boost::json::object write_fields(const O& o, const field<O> (&table)[N]) {
+template <class O>
+boost::json::object write_fields(const O& o, field_table<O> table) {
   boost::json::object out;
   for (const auto& f : table) {
     boost::json::value v = f.write(o);
@@ -135,5 +139,69 @@ boost::json::object write_fields(const O& o, const field<O> (&table)[N]) {
   }
   return out;
 }
+
+// The entries of a section: f(name, its object, its path).
+template <class F>
+void for_each_entry(const boost::json::object& doc, std::string_view section, const document_reader& r, F f) {
+  const auto* value = doc.if_contains(section);
+  if (!value) return;
+  const std::string path(section);
+  for (const auto& [name, entry] : r.object_at(*value, path)) {
+    const std::string entry_path = path + "." + std::string(name);
+    if (name.empty()) r.fail(entry_path, "a policy needs a name");
+    f(std::string(name), r.object_at(entry, entry_path), entry_path);
+  }
+}
+
+// "section.key" and "section.key.inner" for document_keys(); `extra`: keys
+// an entry takes beyond its table.
+template <class O, std::size_t N>
+void add_keys(std::vector<std::string>& out, std::string_view section, const field<O> (&table)[N],
+              key_list extra = {}) {
+  const std::string prefix = std::string(section) + ".";
+  for (const auto k : extra) out.push_back(prefix + std::string(k));
+  for (const auto& f : table) {
+    out.push_back(prefix + std::string(f.key));
+    for (const auto sub : f.subkeys) out.push_back(prefix + std::string(f.key) + "." + std::string(sub));
+  }
+}
+
+// A key's getter and setter, as stateless lambdas.
+#define RESILIENCE_OPTION(O, key, getter, setter) \
+  option<O>(                                     \
+      key, [](const O& o) { return o.getter; }, [](const O& o, auto v) { return o.setter(v); })
+
+// -- what the core sections (snapshot.cpp) lend to sections that nest them --
+
+inline constexpr std::string_view backoff_keys[] = {"shape", "delay", "initial", "step", "factor", "cap"};
+inline constexpr std::string_view budget_kind_key[] = {"kind"};  // ratio (the default) or token
+
+// A backoff schedule: {"shape": ..., and that shape's numbers}.
+backoff read_backoff(const boost::json::value& v, const std::string& path, const document_reader& r);
+boost::json::value write_backoff(const backoff& b);
+jitter jitter_named(std::string_view name);
+
+// gRFC A6's two numbers, as a document gives them.
+struct token_budget_settings {
+  std::uint32_t max_tokens = 0;
+  double token_ratio = 0;
+  token_budget_settings with_max_tokens(std::uint32_t n) const { return {n, token_ratio}; }
+  token_budget_settings with_token_ratio(double r) const { return {max_tokens, r}; }
+};
+
+std::span<const field<breaker_options>> breaker_table();
+std::span<const field<adaptive_throttle_options>> throttle_table();
+std::span<const field<retry_ratio_budget_options>> ratio_budget_table();
+std::span<const field<token_budget_settings>> token_budget_table();
+
+struct shared_objects;
+
+// The sections of the HTTP library (http_sections.cpp), or none when it is
+// not built (no_http_sections.cpp): their names, their keys, and their reader,
+// which runs after the core sections.
+key_list http_section_names();
+void add_http_keys(std::vector<std::string>& out);
+void read_http_sections(const boost::json::object& doc, const document_reader& r, const shared_objects* previous,
+                        shared_objects& out);
 
 }  // namespace resilience::config::detail

@@ -1,5 +1,5 @@
-// What a snapshot owns, shared by the files of lib/config/ (the document's
-// reader, the status page).
+// What a snapshot owns, shared by the files of lib/config/ (the core
+// sections' reader, the HTTP sections', the status page).
 #pragma once
 
 #include "config_fields.hpp"
@@ -23,6 +23,10 @@ struct budget_entry {
   boost::json::value options;
 };
 
+// The HTTP sections' entries (http_sections.cpp): opaque here, so that the
+// core sections compile without the HTTP library.
+struct http_entries;
+
 struct shared_objects {
   std::map<std::string, retry_policy, std::less<>> retries;
   std::map<std::string, basic_timeout<>, std::less<>> timeouts;
@@ -32,7 +36,8 @@ struct shared_objects {
   std::map<std::string, owned<resilience::rate_limiter>, std::less<>> rate_limiters;
   std::map<std::string, owned<resilience::adaptive_throttle>, std::less<>> throttles;
   std::map<std::string, budget_entry, std::less<>> budgets;
-  boost::json::object document;  // every option written out
+  std::shared_ptr<const http_entries> http;  // null without HTTP sections
+  boost::json::object document;              // every option written out
 };
 
 }  // namespace detail

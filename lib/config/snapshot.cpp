@@ -44,12 +44,10 @@ constexpr std::pair<backoff::shape, std::string_view> shapes[] = {{backoff::shap
 
 // -- the keys of objects within an entry, and of entries beyond their table -
 
-constexpr std::string_view backoff_keys[] = {"shape", "delay", "initial", "step", "factor", "cap"};
 constexpr std::string_view slow_call_keys[] = {"threshold", "ratio"};
 constexpr std::string_view time_window_keys[] = {"span", "buckets"};
 constexpr std::string_view token_bucket_keys[] = {"tokens", "per", "burst"};
 constexpr std::string_view sliding_window_keys[] = {"limit", "window", "segments"};
-constexpr std::string_view budget_kind_key[] = {"kind"};    // retry_budget: ratio (the default) or token
 constexpr std::string_view timeout_limit_key[] = {"limit"};  // required: a timeout has no default
 constexpr std::string_view budget_name_key[] = {"budget"};  // retry, hedging: a retry_budget's name
 
@@ -140,11 +138,6 @@ json::value write_backoff(const backoff& b) {
 }
 
 // -- the tables --------------------------------------------------------------
-// A key's getter and setter, as stateless lambdas.
-#define RESILIENCE_OPTION(O, key, getter, setter)                                     \
-  option<O>(                                                                         \
-      key, [](const O& o) { return o.getter; }, [](const O& o, auto v) { return o.setter(v); })
-
 const field<retry_policy> retry_fields[] = {
     RESILIENCE_OPTION(retry_policy, "max_attempts", options().max_attempts, max_attempts),
     custom<retry_policy>(
@@ -187,13 +180,16 @@ const field<breaker_options> breaker_fields[] = {
             o = o.consecutive_failures(n);
         },
         [](const breaker_options& o) { return json::value(o.consecutive_failures()); }),
-    // null: no failure ratio (a breaker judged by consecutive failures or slow calls alone).
+    // "none" (or null): no failure ratio (a breaker judged by consecutive failures or slow calls alone).
     custom<breaker_options>(
         "failure_ratio",
         [](breaker_options& o, const json::value& v, const std::string& path, const document_reader& r) {
-          o = v.is_null() ? o.no_failure_ratio() : o.failure_ratio(r.number_at(v, path));
+          const bool none = v.is_null() || (v.is_string() && v.get_string() == "none");
+          o = none ? o.no_failure_ratio() : o.failure_ratio(r.number_at(v, path));
         },
-        [](const breaker_options& o) { return o.failure_ratio() ? json::value(*o.failure_ratio()) : json::value(); }),
+        [](const breaker_options& o) {
+          return o.failure_ratio() ? json::value(*o.failure_ratio()) : json::value("none");
+        }),
     custom<breaker_options>(
         "slow_calls",
         [](breaker_options& o, const json::value& v, const std::string& path, const document_reader& r) {
@@ -313,17 +309,15 @@ const field<retry_ratio_budget_options> ratio_budget_fields[] = {
 };
 
 // gRFC A6's two numbers; the budget has no defaults for them, so both are required.
-struct token_budget_settings {
-  std::uint32_t max_tokens = 0;
-  double token_ratio = 0;
-  token_budget_settings with_max_tokens(std::uint32_t n) const { return {n, token_ratio}; }
-  token_budget_settings with_token_ratio(double r) const { return {max_tokens, r}; }
-};
 const field<token_budget_settings> token_budget_fields[] = {
     RESILIENCE_OPTION(token_budget_settings, "max_tokens", max_tokens, with_max_tokens),
     RESILIENCE_OPTION(token_budget_settings, "token_ratio", token_ratio, with_token_ratio),
 };
-#undef RESILIENCE_OPTION
+
+std::span<const field<breaker_options>> breaker_table() { return breaker_fields; }
+std::span<const field<adaptive_throttle_options>> throttle_table() { return throttle_fields; }
+std::span<const field<retry_ratio_budget_options>> ratio_budget_table() { return ratio_budget_fields; }
+std::span<const field<token_budget_settings>> token_budget_table() { return token_budget_fields; }
 
 }  // namespace detail
 }  // namespace resilience::config
@@ -335,19 +329,6 @@ namespace {
 
 constexpr std::string_view sections[] = {"retry_budget", "breaker",  "bulkhead", "rate_limiter",
                                          "adaptive_throttle", "timeout", "retry",    "hedging"};
-
-// The entries of a section: name -> object.
-template <class F>
-void for_each_entry(const json::object& doc, std::string_view section, const document_reader& r, F f) {
-  const auto* value = doc.if_contains(section);
-  if (!value) return;
-  const std::string path(section);
-  for (const auto& [name, entry] : r.object_at(*value, path)) {
-    const std::string entry_path = path + "." + std::string(name);
-    if (name.empty()) r.fail(entry_path, "a policy needs a name");
-    f(std::string(name), r.object_at(entry, entry_path), entry_path);
-  }
-}
 
 // A kind of shared object: options read through `table`, the object built
 // from them, or the previous snapshot's kept when its options are the same.
@@ -437,12 +418,14 @@ void read_snapshot(std::string_view text, const shared_objects* previous, shared
   json::value root;
   read_document(text, root, r);
   const json::object& doc = root.get_object();
+  std::vector<std::string_view> known_sections(std::begin(sections), std::end(sections));
+  for (const auto s : http_section_names()) known_sections.push_back(s);
   for (const auto& [key, value] : doc) {
     bool known = false;
-    for (const auto s : sections) known = known || s == std::string_view(key);
+    for (const auto s : known_sections) known = known || s == std::string_view(key);
     if (!known) {
       std::string names;
-      for (const auto s : sections) names += (names.empty() ? "" : ", ") + std::string(s);
+      for (const auto s : known_sections) names += (names.empty() ? "" : ", ") + std::string(s);
       r.fail(std::string(key), "unknown section (known: " + names + ")");
     }
   }
@@ -503,22 +486,11 @@ void read_snapshot(std::string_view text, const shared_objects* previous, shared
     out.hedgings.emplace(std::move(name), std::move(p));
   });
   if (!hedgings.empty()) written["hedging"] = std::move(hedgings);
+
+  read_http_sections(doc, r, previous, out);
 }
 
 }  // namespace detail
-
-namespace {
-template <class O, std::size_t N>
-void add_keys(std::vector<std::string>& out, std::string_view section, const detail::field<O> (&table)[N],
-              detail::key_list extra = {}) {
-  const std::string prefix = std::string(section) + ".";
-  for (const auto k : extra) out.push_back(prefix + std::string(k));
-  for (const auto& f : table) {
-    out.push_back(prefix + std::string(f.key));
-    for (const auto sub : f.subkeys) out.push_back(prefix + std::string(f.key) + "." + std::string(sub));
-  }
-}
-}  // namespace
 
 std::vector<std::string> document_keys() {
   using namespace detail;
@@ -532,6 +504,7 @@ std::vector<std::string> document_keys() {
   add_keys(keys, "timeout", timeout_fields, timeout_limit_key);
   add_keys(keys, "retry", retry_fields, budget_name_key);
   add_keys(keys, "hedging", hedging_fields, budget_name_key);
+  add_http_keys(keys);
   return keys;
 }
 

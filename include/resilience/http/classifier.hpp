@@ -76,10 +76,12 @@
 #include <bitset>
 #include <cstring>
 #include <initializer_list>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <vector>
 
 namespace resilience::http {
 
@@ -206,7 +208,10 @@ class classifier {
   // Exactly these statuses are transient. Each must be 400 to 599 (a success
   // or a redirect is never retried); the list may be empty (only network
   // errors are retried then). std::invalid_argument otherwise.
-  explicit classifier(std::initializer_list<unsigned> retryable_statuses) {
+  explicit classifier(std::initializer_list<unsigned> retryable_statuses)
+      : classifier(std::span<const unsigned>(retryable_statuses.begin(), retryable_statuses.size())) {}
+  // The same from a list known at run time (a configuration document's).
+  explicit classifier(std::span<const unsigned> retryable_statuses) {
     for (const unsigned s : retryable_statuses) {
       if (s < 400 || s > 599)
         throw std::invalid_argument("http::classifier: a retryable status must be 400 to 599, not " +
@@ -217,6 +222,13 @@ class classifier {
 
   bool retryable_status(unsigned status) const noexcept {
     return status >= 400 && status <= 599 && statuses_.test(status - 400);
+  }
+  // The retryable statuses, ascending: what classifier(std::span) takes back.
+  std::vector<unsigned> retryable_statuses() const {
+    std::vector<unsigned> out;
+    for (unsigned s = 400; s <= 599; ++s)
+      if (statuses_.test(s - 400)) out.push_back(s);
+    return out;
   }
 
   // The outcome alone: transient status or transient network error.
