@@ -140,6 +140,22 @@ BOOST_AUTO_TEST_CASE(a_snapshot_writes_every_option_and_reads_it_back) {
   BOOST_TEST(!config::parse(none->document_text())->breaker("b").options().failure_ratio().has_value());
 }
 
+// A name_key finds the same entries as the name, in every snapshot after it.
+BOOST_AUTO_TEST_CASE(a_name_key_finds_what_the_name_finds) {
+  const config::name_key pricing{"pricing"}, db{"db"}, absent{"absent"};
+  BOOST_TEST(config::name_key{"pricing"}.index() == pricing.index(), "one key per name");
+  const auto s = config::parse(config_every_key);
+  BOOST_TEST(&s->retry(pricing) == &s->retry("pricing"));
+  BOOST_TEST(&s->breaker(db) == &s->breaker("db"));
+  BOOST_TEST(&s->bulkhead(db) == &s->bulkhead("db"));
+  BOOST_TEST(&s->timeout(db) == &s->timeout("db"));
+  BOOST_TEST(&s->budget(config::name_key{"ratio"}) == &s->budget("ratio"));
+  BOOST_CHECK_THROW(s->retry(db), std::out_of_range);  // a breaker, not a retry, is named db
+  BOOST_CHECK_THROW(s->retry(absent), std::out_of_range);
+  const config::name_key later{"made_after_the_parse"};
+  BOOST_CHECK_THROW(s->timeout(later), std::out_of_range);
+}
+
 // What a document leaves out is the C++ default: an empty entry is the
 // default-constructed options, written out in full.
 BOOST_AUTO_TEST_CASE(an_empty_entry_is_the_cpp_default) {
@@ -301,6 +317,24 @@ BOOST_AUTO_TEST_CASE(shared_state_survives_a_reload_where_its_options_stay) {
   BOOST_TEST((live.current()->breaker("api").state() == resilience::circuit_state::closed), "changed: afresh");
   const auto* tokens = static_cast<const resilience::retry_token_budget*>(live.current()->budget("b").budget);
   BOOST_TEST(tokens->tokens() == 9.0, "the budget kept its count");
+}
+
+// Hooks are code: the program adds them to each object a snapshot builds,
+// once per object (a carried-over breaker keeps the hooks it was built with).
+BOOST_AUTO_TEST_CASE(code_hooks_are_added_to_each_object_built) {
+  std::vector<std::string> built;
+  int transitions = 0;
+  config::code_hooks hooks;
+  hooks.breaker = [&](std::string_view name, resilience::breaker_options o) {
+    built.emplace_back(name);
+    return o.on_state_change([&](const resilience::state_change&) { ++transitions; });
+  };
+  config::live_config live{R"({"breaker": {"db": {"consecutive_failures": 1}, "api": {}}})", "doc", hooks};
+  BOOST_TEST((built == std::vector<std::string>{"db", "api"}), "in the document's order");
+  live.current()->breaker("db").try_acquire().record(true);
+  BOOST_TEST(transitions == 1, "the hook the document could not give");
+  BOOST_TEST(live.reload(R"({"breaker": {"db": {"consecutive_failures": 1}, "api": {"minimum_calls": 5}}})").accepted);
+  BOOST_TEST((built == std::vector<std::string>{"db", "api", "api"}), "only the changed one is built again");
 }
 
 // Threads take the running snapshot and use its bulkhead and breaker while

@@ -48,6 +48,7 @@
 #include <resilience/retry_budget.hpp>
 #include <resilience/timeout.hpp>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -66,6 +67,7 @@ namespace resilience::http {
 template <resilience::clock Clock>
 class basic_client;
 using client = basic_client<steady_clock>;
+class client_options;
 class server_options;
 }  // namespace resilience::http
 
@@ -103,9 +105,30 @@ std::string format_duration(duration d);
 // ("retry.backoff.base"): docs/config.md documents each.
 std::vector<std::string> document_keys();
 
+// A policy's name, looked up once: snapshot.retry(key) is an index into
+// the snapshot, not a search by string. The same name gives the same key
+// in the whole process, so keys made at start-up serve every reload.
+//   static const resilience::config::name_key pricing{"pricing"};
+//   co_retry(op, now->retry(pricing));
+class name_key {
+ public:
+  explicit name_key(std::string_view name);
+  std::uint32_t index() const noexcept { return index_; }
+  const std::string& name() const noexcept { return *name_; }
+
+ private:
+  std::uint32_t index_;
+  const std::string* name_;  // interned: lives as long as the process
+};
+
 namespace detail {
 struct shared_objects;
-}
+// What a name_key finds in a snapshot: its entry of each kind, or null.
+enum class entry_kind : std::uint8_t {
+  retry, timeout, hedging, breaker, bulkhead, rate_limiter, adaptive_throttle, budget, http_client, http_server, count
+};
+using entry_slots = std::array<const void*, static_cast<std::size_t>(entry_kind::count)>;
+}  // namespace detail
 
 // One accepted document: its policies, by kind and name. Immutable; the
 // shared state it owns (breakers, budgets, ...) is thread-safe.
@@ -132,6 +155,26 @@ class snapshot {
   http::client& http_client(std::string_view name) const;
   const http::server_options& http_server(std::string_view name) const;
 
+  // The same, by key: an index, no search (what a call path should use).
+  const retry_policy& retry(const name_key& k) const { return find<const retry_policy>(k, kind::retry); }
+  const basic_timeout<>& timeout(const name_key& k) const { return find<const basic_timeout<>>(k, kind::timeout); }
+  const hedging_policy& hedging(const name_key& k) const { return find<const hedging_policy>(k, kind::hedging); }
+  circuit_breaker& breaker(const name_key& k) const { return find<circuit_breaker>(k, kind::breaker); }
+  resilience::bulkhead& bulkhead(const name_key& k) const { return find<resilience::bulkhead>(k, kind::bulkhead); }
+  resilience::rate_limiter& rate_limiter(const name_key& k) const {
+    return find<resilience::rate_limiter>(k, kind::rate_limiter);
+  }
+  resilience::adaptive_throttle& adaptive_throttle(const name_key& k) const {
+    return find<resilience::adaptive_throttle>(k, kind::adaptive_throttle);
+  }
+  const resilience::detail::budget_ref& budget(const name_key& k) const {
+    return find<const resilience::detail::budget_ref>(k, kind::budget);
+  }
+  http::client& http_client(const name_key& k) const { return find<http::client>(k, kind::http_client); }
+  const http::server_options& http_server(const name_key& k) const {
+    return find<const http::server_options>(k, kind::http_server);
+  }
+
   // 1 for the first document a live_config accepted, one more per reload.
   std::uint64_t version() const noexcept { return version_; }
   // Where the document came from, as the caller named it (a file's path).
@@ -142,17 +185,38 @@ class snapshot {
 
  private:
   friend struct snapshot_access;
+  using kind = detail::entry_kind;
   snapshot() = default;
+
+  template <class T>
+  T& find(const name_key& k, kind which) const {
+    if (k.index() < slots_.size())
+      if (const void* p = slots_[k.index()][static_cast<std::size_t>(which)]) return *static_cast<T*>(const_cast<void*>(p));
+    missing(which, k.name());
+  }
+  [[noreturn]] static void missing(kind which, const std::string& name);
+
   std::uint64_t version_ = 0;
   std::string source_;
   std::unique_ptr<detail::shared_objects> objects_;
+  std::vector<detail::entry_slots> slots_;  // by name_key index
+};
+
+// What a document cannot say, added by the program to each object as a
+// snapshot builds it: hooks, event sinks, meters. Each runs once per object
+// built (not for one a reload carries over), on the parsing thread; its
+// name is the entry's.
+struct code_hooks {
+  std::function<breaker_options(std::string_view name, breaker_options)> breaker;
+  std::function<http::client_options(std::string_view name, http::client_options)> http_client;
 };
 
 // Reads a document. `previous` (optional) lends its shared objects to the
 // new snapshot where kind, name and options are unchanged. Throws
 // config::error.
 std::shared_ptr<const snapshot> parse(std::string_view text, std::string_view source = "document",
-                                      const snapshot* previous = nullptr, std::uint64_t version = 1);
+                                      const snapshot* previous = nullptr, std::uint64_t version = 1,
+                                      const code_hooks& hooks = {});
 
 // The live state of a snapshot's shared objects, for an operator's status
 // page (served like /metrics, from the service's own server): version and
@@ -188,7 +252,7 @@ class live_config {
  public:
   // The first document; throws config::error if it is refused (a service
   // should not start without its policies).
-  explicit live_config(std::string_view text, std::string_view source = "document");
+  explicit live_config(std::string_view text, std::string_view source = "document", code_hooks hooks = {});
 
   std::shared_ptr<const snapshot> current() const noexcept {
     const std::lock_guard lock(swapping_);
@@ -217,6 +281,7 @@ class live_config {
  private:
   void report(const reload_event& e);  // under reloading_
 
+  code_hooks hooks_;  // before current_, which the first parse makes with them
   mutable std::mutex swapping_;  // guards current_ only
   std::shared_ptr<const snapshot> current_;
   std::mutex reloading_;

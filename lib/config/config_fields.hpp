@@ -8,6 +8,7 @@
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -22,6 +23,7 @@ namespace resilience::config::detail {
 // the value's path and place.
 struct document_reader {
   std::string_view text;
+  const code_hooks* hooks = nullptr;
   std::map<std::string, std::size_t, std::less<>> positions;  // path -> offset of its value
 
   std::pair<std::uint32_t, std::uint32_t> line_column(std::size_t offset) const;
@@ -201,6 +203,9 @@ struct shared_objects;
 // which runs after the core sections.
 key_list http_section_names();
 void add_http_keys(std::vector<std::string>& out);
+// Each http_client and http_server entry, for the snapshot's name_key slots.
+using slot_adder = std::function<void(entry_kind, const std::string& name, const void* entry)>;
+void add_http_slots(const shared_objects& objects, const slot_adder& add);
 void read_http_sections(const boost::json::object& doc, const document_reader& r, const shared_objects* previous,
                         shared_objects& out);
 

@@ -303,6 +303,7 @@ void read_http_sections(const json::object& doc, const document_reader& r, const
         client = kept->second.object;
     if (!client) {
       try {
+        if (r.hooks && r.hooks->http_client) o = r.hooks->http_client(name, std::move(o));
         client = std::make_shared<http::client>(std::move(o));  // its cross-field checks
       } catch (const std::invalid_argument& e) {
         // "http::client_options::deadline_margin: must be ..." is said of
@@ -330,6 +331,12 @@ void read_http_sections(const json::object& doc, const document_reader& r, const
   if (!servers.empty()) out.document["http_server"] = std::move(servers);
 
   out.http = std::move(entries);
+}
+
+void add_http_slots(const shared_objects& objects, const slot_adder& add) {
+  if (!objects.http) return;
+  for (const auto& [name, entry] : objects.http->clients) add(entry_kind::http_client, name, entry.object.get());
+  for (const auto& [name, options] : objects.http->servers) add(entry_kind::http_server, name, &options);
 }
 
 }  // namespace detail

@@ -8,6 +8,7 @@ namespace detail {
 key_list http_section_names() { return {}; }
 void add_http_keys(std::vector<std::string>&) {}
 void read_http_sections(const boost::json::object&, const document_reader&, const shared_objects*, shared_objects&) {}
+void add_http_slots(const shared_objects&, const slot_adder&) {}
 
 }  // namespace detail
 

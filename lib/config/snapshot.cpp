@@ -4,6 +4,7 @@
 
 #include <boost/json/serialize.hpp>
 
+#include <deque>
 #include <stdexcept>
 #include <variant>
 
@@ -332,10 +333,11 @@ constexpr std::string_view sections[] = {"retry_budget", "breaker",  "bulkhead",
 
 // A kind of shared object: options read through `table`, the object built
 // from them, or the previous snapshot's kept when its options are the same.
-template <class Object, class O, std::size_t N>
+template <class Object, class O, std::size_t N, class Code = std::nullptr_t>
 void read_shared(const json::object& doc, std::string_view section, const field<O> (&table)[N],
                  const document_reader& r, std::map<std::string, owned<Object>, std::less<>>& out,
-                 const std::map<std::string, owned<Object>, std::less<>>* previous, json::object& written) {
+                 const std::map<std::string, owned<Object>, std::less<>>* previous, json::object& written,
+                 Code code = nullptr) {
   json::object section_out;
   for_each_entry(doc, section, r, [&](std::string name, const json::object& entry, const std::string& path) {
     O options{};
@@ -347,6 +349,9 @@ void read_shared(const json::object& doc, std::string_view section, const field<
         object = kept->second.object;
     if (!object) {
       try {
+        if constexpr (!std::is_same_v<Code, std::nullptr_t>) {
+          if (r.hooks && r.hooks->*code) options = (r.hooks->*code)(name, std::move(options));
+        }
         object = std::make_shared<Object>(options);
       } catch (const std::invalid_argument& e) {
         r.fail(path, setter_reason(e, path));
@@ -413,8 +418,8 @@ const resilience::detail::budget_ref& budget_named(const shared_objects& objects
 
 }  // namespace
 
-void read_snapshot(std::string_view text, const shared_objects* previous, shared_objects& out) {
-  document_reader r{text, {}};
+void read_snapshot(std::string_view text, const shared_objects* previous, shared_objects& out, const code_hooks& hooks) {
+  document_reader r{text, &hooks, {}};
   json::value root;
   read_document(text, root, r);
   const json::object& doc = root.get_object();
@@ -431,7 +436,8 @@ void read_snapshot(std::string_view text, const shared_objects* previous, shared
   }
   json::object& written = out.document;
   read_budgets(doc, r, out, previous, written);
-  read_shared(doc, "breaker", breaker_fields, r, out.breakers, previous ? &previous->breakers : nullptr, written);
+  read_shared(doc, "breaker", breaker_fields, r, out.breakers, previous ? &previous->breakers : nullptr, written,
+              &code_hooks::breaker);
   read_shared(doc, "bulkhead", bulkhead_fields, r, out.bulkheads, previous ? &previous->bulkheads : nullptr, written);
   read_shared(doc, "rate_limiter", rate_limiter_fields, r, out.rate_limiters,
               previous ? &previous->rate_limiters : nullptr, written);
@@ -544,16 +550,77 @@ const resilience::detail::budget_ref& snapshot::budget(std::string_view name) co
 }
 std::string snapshot::document_text() const { return boost::json::serialize(objects_->document); }
 
+namespace {
+
+// The interned names: every name_key and every entry's name, for the life
+// of the process (names are few; a key must stay valid forever).
+struct name_table {
+  std::mutex guard;
+  std::deque<std::string> names;  // stable addresses
+  std::map<std::string_view, std::uint32_t, std::less<>> index;
+};
+name_table& names() {
+  static name_table table;
+  return table;
+}
+
+// Each entry by its name's key, for snapshot::find.
+std::vector<detail::entry_slots> slots_of(const detail::shared_objects& o) {
+  std::vector<detail::entry_slots> slots;
+  const detail::slot_adder add = [&](detail::entry_kind kind, const std::string& name, const void* entry) {
+    const std::uint32_t i = name_key(name).index();
+    if (slots.size() <= i) slots.resize(i + 1, detail::entry_slots{});
+    slots[i][static_cast<std::size_t>(kind)] = entry;
+  };
+  using k = detail::entry_kind;
+  for (const auto& [name, p] : o.retries) add(k::retry, name, &p);
+  for (const auto& [name, t] : o.timeouts) add(k::timeout, name, &t);
+  for (const auto& [name, h] : o.hedgings) add(k::hedging, name, &h);
+  for (const auto& [name, e] : o.breakers) add(k::breaker, name, e.object.get());
+  for (const auto& [name, e] : o.bulkheads) add(k::bulkhead, name, e.object.get());
+  for (const auto& [name, e] : o.rate_limiters) add(k::rate_limiter, name, e.object.get());
+  for (const auto& [name, e] : o.throttles) add(k::adaptive_throttle, name, e.object.get());
+  for (const auto& [name, e] : o.budgets) add(k::budget, name, &e.ref);
+  detail::add_http_slots(o, add);
+  return slots;
+}
+
+constexpr const char* kind_names[] = {"retry", "timeout", "hedging", "breaker", "bulkhead", "rate_limiter",
+                                      "adaptive_throttle", "retry_budget", "http_client", "http_server"};
+static_assert(std::size(kind_names) == static_cast<std::size_t>(detail::entry_kind::count));
+
+}  // namespace
+
+name_key::name_key(std::string_view name) {
+  name_table& t = names();
+  const std::lock_guard lock(t.guard);
+  if (const auto found = t.index.find(name); found != t.index.end()) {
+    index_ = found->second;
+    name_ = &t.names[index_];
+    return;
+  }
+  index_ = static_cast<std::uint32_t>(t.names.size());
+  name_ = &t.names.emplace_back(name);
+  t.index.emplace(*name_, index_);
+}
+
+void snapshot::missing(kind which, const std::string& name) {
+  throw std::out_of_range("config: no " + std::string(kind_names[static_cast<std::size_t>(which)]) + " named \"" + name +
+                          "\"");
+}
+
 std::shared_ptr<const snapshot> parse(std::string_view text, std::string_view source, const snapshot* previous,
-                                      std::uint64_t version) {
+                                      std::uint64_t version, const code_hooks& hooks) {
   auto objects = std::make_unique<detail::shared_objects>();
-  detail::read_snapshot(text, previous ? &snapshot_access::objects(*previous) : nullptr, *objects);
+  detail::read_snapshot(text, previous ? &snapshot_access::objects(*previous) : nullptr, *objects, hooks);
+  auto slots = slots_of(*objects);
   auto s = snapshot_access::make();
-  snapshot_access::fill(*s, version, std::string(source), std::move(objects));
+  snapshot_access::fill(*s, version, std::string(source), std::move(objects), std::move(slots));
   return s;
 }
 
-live_config::live_config(std::string_view text, std::string_view source) : current_(parse(text, source)) {}
+live_config::live_config(std::string_view text, std::string_view source, code_hooks hooks)
+    : hooks_(std::move(hooks)), current_(parse(text, source, nullptr, 1, hooks_)) {}
 
 void live_config::on_reload(std::function<void(const reload_event&)> f) {
   const std::lock_guard lock(reloading_);
@@ -571,7 +638,7 @@ reload_event live_config::reload(std::string_view text, std::string_view source)
   reload_event e;
   e.source = std::string(source);
   try {
-    auto next = parse(text, source, running.get(), running->version() + 1);
+    auto next = parse(text, source, running.get(), running->version() + 1, hooks_);
     e.accepted = true;
     e.version = next->version();
     {

@@ -2,8 +2,10 @@
 // whose objects are all carried over, and of one whose breaker changed;
 // current() per call; and a call whose retry policy comes from the running
 // snapshot against the same policy built in C++. `--instructions N` runs the
-// two calls N times each for callgrind (measure_retry_from_cpp,
-// measure_retry_from_config: their ratio is the call path's extra cost).
+// calls N times each for callgrind: measure_retry_from_cpp against
+// measure_retry_from_config (under a snapshot the request holds, the policy
+// found by name_key: the call path's extra cost) and
+// measure_retry_taking_current (each call taking the snapshot itself).
 #include <resilience/config.hpp>
 #include <resilience/retry.hpp>
 
@@ -71,26 +73,48 @@ void drive(benchmark::State& state, Body body) {
 asio::awaitable<int> retry_from_cpp() {
   co_return co_await resilience::co_retry([] { return config_bench_op(); }, std::cref(cpp_policy));
 }
-// What a service does per call: take the running snapshot, find the policy.
-asio::awaitable<int> retry_from_config() {
+const resilience::config::name_key api{"api"};
+
+// A call under the snapshot its request holds: the policy found by key.
+asio::awaitable<int> retry_from_config(const resilience::config::snapshot& now) {
+  co_return co_await resilience::co_retry([] { return config_bench_op(); }, std::cref(now.retry(api)));
+}
+// A call that takes the running snapshot itself (a request of one call).
+asio::awaitable<int> retry_from_current() {
+  const auto now = live().current();
+  co_return co_await retry_from_config(*now);
+}
+// The same by name: a search by string per call.
+asio::awaitable<int> retry_by_name() {
   const auto now = live().current();
   co_return co_await resilience::co_retry([] { return config_bench_op(); }, std::cref(now->retry("api")));
 }
 
 void retry_call_from_cpp(benchmark::State& state) { drive(state, retry_from_cpp); }
-void retry_call_from_config(benchmark::State& state) { drive(state, retry_from_config); }
+void retry_call_from_snapshot_held(benchmark::State& state) {
+  const auto now = live().current();
+  drive(state, [&] { return retry_from_config(*now); });
+}
+void retry_call_taking_current(benchmark::State& state) { drive(state, retry_from_current); }
+void retry_call_by_name(benchmark::State& state) { drive(state, retry_by_name); }
 
 BENCHMARK(config_reload_unchanged);
 BENCHMARK(config_reload_breaker_changed);
 BENCHMARK(config_current);
 BENCHMARK(retry_call_from_cpp);
-BENCHMARK(retry_call_from_config);
+BENCHMARK(retry_call_from_snapshot_held);
+BENCHMARK(retry_call_taking_current);
+BENCHMARK(retry_call_by_name);
 
 asio::awaitable<void> loop_from_cpp(int n) {
   for (int i = 0; i < n; ++i) co_await retry_from_cpp();
 }
 asio::awaitable<void> loop_from_config(int n) {
-  for (int i = 0; i < n; ++i) co_await retry_from_config();
+  const auto now = live().current();  // the request's snapshot
+  for (int i = 0; i < n; ++i) co_await retry_from_config(*now);
+}
+asio::awaitable<void> loop_taking_current(int n) {
+  for (int i = 0; i < n; ++i) co_await retry_from_current();
 }
 void run_loop(asio::awaitable<void> (*loop)(int), int n) {
   asio::io_context io;
@@ -102,12 +126,14 @@ void run_loop(asio::awaitable<void> (*loop)(int), int n) {
 
 extern "C" [[gnu::noinline]] void measure_retry_from_cpp(int n) { run_loop(loop_from_cpp, n); }
 extern "C" [[gnu::noinline]] void measure_retry_from_config(int n) { run_loop(loop_from_config, n); }
+extern "C" [[gnu::noinline]] void measure_retry_taking_current(int n) { run_loop(loop_taking_current, n); }
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--instructions") == 0) {
     live();  // parsed outside the measured functions
     measure_retry_from_cpp(std::atoi(argv[2]));
     measure_retry_from_config(std::atoi(argv[2]));
+    measure_retry_taking_current(std::atoi(argv[2]));
     return 0;
   }
   benchmark::Initialize(&argc, argv);
