@@ -123,11 +123,12 @@ class name_key {
 
 namespace detail {
 struct shared_objects;
-// What a name_key finds in a snapshot: its entry of each kind, or null.
+// What a name_key finds in a snapshot: for each kind, the entries by key
+// (null where the key names none of that kind).
 enum class entry_kind : std::uint8_t {
   retry, timeout, hedging, breaker, bulkhead, rate_limiter, adaptive_throttle, budget, http_client, http_server, count
 };
-using entry_slots = std::array<const void*, static_cast<std::size_t>(entry_kind::count)>;
+using entry_slots = std::array<std::vector<const void*>, static_cast<std::size_t>(entry_kind::count)>;
 }  // namespace detail
 
 // One accepted document: its policies, by kind and name. Immutable; the
@@ -190,8 +191,9 @@ class snapshot {
 
   template <class T>
   T& find(const name_key& k, kind which) const {
-    if (k.index() < slots_.size())
-      if (const void* p = slots_[k.index()][static_cast<std::size_t>(which)]) return *static_cast<T*>(const_cast<void*>(p));
+    const auto& of_kind = slots_[static_cast<std::size_t>(which)];
+    if (k.index() < of_kind.size())
+      if (const void* p = of_kind[k.index()]) return *static_cast<T*>(const_cast<void*>(p));
     missing(which, k.name());
   }
   [[noreturn]] static void missing(kind which, const std::string& name);
@@ -199,7 +201,7 @@ class snapshot {
   std::uint64_t version_ = 0;
   std::string source_;
   std::unique_ptr<detail::shared_objects> objects_;
-  std::vector<detail::entry_slots> slots_;  // by name_key index
+  detail::entry_slots slots_;  // of each kind, by name_key index
 };
 
 // What a document cannot say, added by the program to each object as a

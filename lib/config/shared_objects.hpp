@@ -46,7 +46,7 @@ struct snapshot_access {
   static std::shared_ptr<snapshot> make() { return std::shared_ptr<snapshot>(new snapshot()); }
   static const detail::shared_objects& objects(const snapshot& s) { return *s.objects_; }
   static void fill(snapshot& s, std::uint64_t version, std::string source, std::unique_ptr<detail::shared_objects> o,
-                   std::vector<detail::entry_slots> slots) {
+                   detail::entry_slots slots) {
     s.version_ = version;
     s.source_ = std::move(source);
     s.objects_ = std::move(o);

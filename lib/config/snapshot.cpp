@@ -565,12 +565,13 @@ name_table& names() {
 }
 
 // Each entry by its name's key, for snapshot::find.
-std::vector<detail::entry_slots> slots_of(const detail::shared_objects& o) {
-  std::vector<detail::entry_slots> slots;
+detail::entry_slots slots_of(const detail::shared_objects& o) {
+  detail::entry_slots slots;
   const detail::slot_adder add = [&](detail::entry_kind kind, const std::string& name, const void* entry) {
     const std::uint32_t i = name_key(name).index();
-    if (slots.size() <= i) slots.resize(i + 1, detail::entry_slots{});
-    slots[i][static_cast<std::size_t>(kind)] = entry;
+    auto& of_kind = slots[static_cast<std::size_t>(kind)];
+    if (of_kind.size() <= i) of_kind.resize(i + 1, nullptr);
+    of_kind[i] = entry;
   };
   using k = detail::entry_kind;
   for (const auto& [name, p] : o.retries) add(k::retry, name, &p);
