@@ -8,7 +8,8 @@
 //     a retry budget and a breaker per upstream host;
 //   - at most 64 requests are served at once: the next get 503 at once;
 //   - /metrics serves OpenTelemetry's HTTP metrics for both sides, with the
-//     service's own counter, in Prometheus' text format.
+//     service's own counter, in Prometheus' text format; /status the running
+//     policies (their version and source) as JSON.
 //
 // Its policies (the upstream client's retries, budget, timeouts, breaker;
 // the server's limits) come from a JSON document, samples/gateway-policies.json
@@ -140,6 +141,11 @@ class gateway {
         res.body() = price ? price->body() : price.error().message();
         failed_.add();
       }
+    }
+    if (req.target() == "/status") {  // the running policies, for an operator (no admin actions here)
+      res.result(http::status::ok);
+      res.set(http::field::content_type, "application/json");
+      res.body() = resilience::config::status_json(*policies_.current());
     }
     res.keep_alive(req.keep_alive());
     res.prepare_payload();
@@ -288,7 +294,7 @@ int main(int argc, char** argv) {
   std::map<unsigned, int> answers;
   int calls = 0, running = callers;
   const auto stop_at = started + std::chrono::duration<double>(seconds);
-  std::string page;
+  std::string page, status_page;
   const auto since_start = [&](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(t - started).count();
   };
@@ -315,6 +321,8 @@ int main(int argc, char** argv) {
         }
         auto metrics = co_await callers_client.request(at, http::request<http::empty_body>{http::verb::get, "/metrics", 11});
         if (metrics) page = metrics->body();
+        auto status = co_await callers_client.request(at, http::request<http::empty_body>{http::verb::get, "/status", 11});
+        if (status) status_page = status->body();
         edit_timer.cancel();
         service->drain();
         upstream.drain();
@@ -343,6 +351,7 @@ int main(int argc, char** argv) {
   fmt::print("upstream: {} requests; {} answered 503 {}, {} stalled 10 s\n", faults.requests, faults.unavailable,
              faults.retry_after.empty() ? std::string("without Retry-After") : "with Retry-After: " + faults.retry_after,
              faults.stalled);
+  fmt::print("\n/status of the gateway: {}\n", status_page.substr(0, status_page.find(",\"breakers\"")) + "...}");
   fmt::print("\n/metrics of the gateway:\n");
   for (std::size_t from = 0; from < page.size();) {
     const std::size_t end = std::min(page.find('\n', from), page.size());
