@@ -1,12 +1,14 @@
 // The HTTP library's sections of a configuration document (config.hpp,
-// built with resilience::http): every key of http_client and http_server
-// read through its setter and written back, refusals placed at their line
-// and column, and a client carried over a reload while its options stay.
+// built with resilience::http): every key of http_client, http_server and
+// upstream read through its setter and written back, refusals placed at
+// their line and column, and a client or an upstream carried over a reload
+// while its options stay.
 #include "support.hpp"
 
 #include <resilience/config.hpp>
 #include <resilience/http/client.hpp>
 #include <resilience/http/server_options.hpp>
+#include <resilience/http/upstream.hpp>
 
 #include <string>
 #include <variant>
@@ -40,6 +42,25 @@ const char* const config_http_every_key = R"({
                "inbound_deadline": { "format": "milliseconds", "name": "x-deadline-ms" }, "max_deadline": "5s",
                "header_read_timeout": "2s", "body_read_timeout": "4s", "write_timeout": "6s", "idle_timeout": "7s",
                "max_header_bytes": 16384, "max_body_bytes": 0, "max_connections": 500, "drain_grace": "1s" }
+  }
+})";
+
+// Every key of the upstream section, none at its default.
+const char* const config_upstream_every_key = R"({
+  "upstream": {
+    "pricing": { "replicas": [ { "host": "10.0.0.7", "port": 8080 },
+                               { "host": "pricing.internal", "port": 8443, "tls": true, "address": "10.0.0.8" } ],
+                 "resolve": { "host": "pricing.svc", "port": 9090, "tls": true }, "resolve_every": "5s",
+                 "balance": "round_robin", "ewma_decay": "3s", "warm_up": "0s", "panic_threshold": 30,
+                 "outlier_detection": { "consecutive_5xx": 7, "consecutive_gateway_failure": 3, "interval": "2s",
+                                        "base_ejection_time": "15s", "max_ejection_time": "2m",
+                                        "max_ejection_percent": 40,
+                                        "success_rate": { "stdev_factor": 2.5, "minimum_hosts": 3, "request_volume": 20 },
+                                        "failure_percentage": { "threshold": 60, "minimum_hosts": 4, "request_volume": 10 },
+                                        "probe_ejected": false } },
+    "dns": { "resolve": { "host": "dns.svc" } },
+    "rules": { "replicas": [ { "host": "a", "tls": true } ],
+               "outlier_detection": { "success_rate": { "minimum_hosts": 2 }, "failure_percentage": {} } }
   }
 })";
 
@@ -179,12 +200,130 @@ BOOST_AUTO_TEST_CASE(refused_http_documents_say_where_and_why) {
        "http_server.s.max_header_bytes at 1:44: must be at most 4294967295"},
       {R"({"http_server": {"s": {"max_connections": 0}}})", "http_server.s.max_connections at 1:43: must be at least 1"},
       {R"({"http_servers": {}})", "http_servers at 1:18: unknown section (known: retry_budget, breaker, bulkhead, "
-                                  "rate_limiter, adaptive_throttle, timeout, retry, hedging, http_client, http_server)"},
+                                  "rate_limiter, adaptive_throttle, timeout, retry, hedging, http_client, http_server, "
+                                  "upstream)"},
   };
   for (const auto& [document, expected] : cases) {
     const std::string what = config_http_refusal(document);
     BOOST_TEST(what.find(expected) == 0u, document << "\n  gave: " << what << "\n  want: " << expected);
   }
+}
+
+BOOST_AUTO_TEST_CASE(every_upstream_key_reaches_its_option) {
+  namespace rhttp = resilience::http;
+  const auto s = config::parse(config_upstream_every_key);
+  const auto& u = s->upstream("pricing").options();
+  BOOST_TEST(s->upstream("pricing").name() == "pricing", "the entry's name");
+  BOOST_TEST(u.replicas().size() == 2u);
+  BOOST_TEST(u.replicas()[0].host == "10.0.0.7");
+  BOOST_TEST(u.replicas()[0].port == 8080u);
+  BOOST_TEST(!u.replicas()[0].tls);
+  BOOST_TEST(u.replicas()[0].address.empty());
+  BOOST_TEST(u.replicas()[1].host == "pricing.internal");
+  BOOST_TEST(u.replicas()[1].port == 8443u);
+  BOOST_TEST(u.replicas()[1].tls);
+  BOOST_TEST(u.replicas()[1].address == "10.0.0.8");
+  BOOST_TEST(u.resolved_name()->host == "pricing.svc");
+  BOOST_TEST(u.resolved_name()->port == 9090u);
+  BOOST_TEST(u.resolved_name()->tls);
+  BOOST_TEST((u.resolve_every() == 5s));
+  BOOST_TEST((u.balance() == rhttp::balancer::round_robin));
+  BOOST_TEST((u.ewma_decay() == 3s));
+  BOOST_TEST((u.warm_up() == 0s));
+  BOOST_TEST(u.panic_threshold() == 30u);
+  const auto& d = u.outlier_detection();
+  BOOST_TEST(d.consecutive_5xx() == 7u);
+  BOOST_TEST(d.consecutive_gateway_failure() == 3u);
+  BOOST_TEST((d.interval() == 2s));
+  BOOST_TEST((d.base_ejection_time() == 15s));
+  BOOST_TEST((d.max_ejection_time() == 2min));
+  BOOST_TEST(d.max_ejection_percent() == 40u);
+  BOOST_TEST(d.success_rate_ejection()->stdev_factor == 2.5);
+  BOOST_TEST(d.success_rate_ejection()->minimum_hosts == 3u);
+  BOOST_TEST(d.success_rate_ejection()->request_volume == 20u);
+  BOOST_TEST(d.failure_percentage_ejection()->threshold == 60u);
+  BOOST_TEST(d.failure_percentage_ejection()->minimum_hosts == 4u);
+  BOOST_TEST(d.failure_percentage_ejection()->request_volume == 10u);
+  BOOST_TEST(!d.probe_ejected());
+
+  // Left out: the C++ defaults (a port the scheme's, a rule's numbers the setter's).
+  const rhttp::upstream_options defaults;
+  const auto& dns = s->upstream("dns").options();
+  BOOST_TEST(dns.replicas().empty());
+  BOOST_TEST(dns.resolved_name()->port == rhttp::endpoint::http("x").port);
+  BOOST_TEST(!dns.resolved_name()->tls);
+  BOOST_TEST((dns.resolve_every() == defaults.resolve_every()));
+  BOOST_TEST((dns.balance() == defaults.balance()));
+  BOOST_TEST(!dns.outlier_detection().success_rate_ejection());
+  BOOST_TEST(!dns.outlier_detection().failure_percentage_ejection());
+  BOOST_TEST(dns.outlier_detection().probe_ejected());
+  const auto& rules = s->upstream("rules").options();
+  BOOST_TEST(rules.replicas()[0].port == rhttp::endpoint::https("x").port);
+  const auto standard = rhttp::outlier_detection_options{}.success_rate().failure_percentage();
+  BOOST_TEST(rules.outlier_detection().success_rate_ejection()->minimum_hosts == 2u);
+  BOOST_TEST(rules.outlier_detection().success_rate_ejection()->stdev_factor ==
+             standard.success_rate_ejection()->stdev_factor);
+  BOOST_TEST(rules.outlier_detection().failure_percentage_ejection()->threshold ==
+             standard.failure_percentage_ejection()->threshold);
+
+  static const config::name_key pricing{"pricing"};
+  BOOST_TEST(&s->upstream(pricing) == &s->upstream("pricing"));
+  BOOST_CHECK_THROW(s->upstream("nope"), std::out_of_range);
+  BOOST_CHECK_THROW(s->upstream(config::name_key{"api"}), std::out_of_range);
+}
+
+BOOST_AUTO_TEST_CASE(the_upstream_section_writes_every_option_and_reads_it_back) {
+  for (const char* document : {config_upstream_every_key, R"({"upstream": {"u": {"resolve": {"host": "u.svc"}}}})"}) {
+    const auto first = config::parse(document);
+    const std::string text = first->document_text();
+    BOOST_TEST(config::parse(text)->document_text() == text);
+  }
+  const auto again = config::parse(config::parse(config_upstream_every_key)->document_text());
+  BOOST_TEST(again->upstream("pricing").options().replicas()[1].address == "10.0.0.8");
+  BOOST_TEST(again->upstream("pricing").options().outlier_detection().success_rate_ejection()->stdev_factor == 2.5);
+  BOOST_TEST(!again->upstream("dns").options().outlier_detection().success_rate_ejection());
+}
+
+BOOST_AUTO_TEST_CASE(refused_upstreams_say_where_and_why) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"upstream": {"u": {}}})", "upstream.u at 1:20: the options name no replica and no name to resolve"},
+      {R"({"upstream": {"u": {"replicas": []}}})",
+       "upstream.u at 1:20: the options name no replica and no name to resolve"},
+      {R"({"upstream": {"u": {"replicas": [{"host": "a"}, {"host": "b c"}]}}})",
+       "upstream.u.replicas[1].host at 1:58: must be a name or an address"},
+      {R"({"upstream": {"u": {"replicas": [{"host": "a", "port": 0}]}}})",
+       "upstream.u.replicas[0].port at 1:56: must not be 0"},
+      {R"({"upstream": {"u": {"replicas": [{"host": "a", "port": 65536}]}}})",
+       "upstream.u.replicas[0].port at 1:56: must be at most 65535"},
+      {R"({"upstream": {"u": {"replicas": [{"port": 80}]}}})", "upstream.u.replicas[0].host at 1:34: is required"},
+      {R"({"upstream": {"u": {"replicas": {"host": "a"}}}})",
+       "upstream.u.replicas at 1:33: must be an array of endpoints"},
+      {R"({"upstream": {"u": {"resolve": {"host": "a", "address": "10.0.0.1"}}}})",
+       "upstream.u.resolve.address at 1:57: unknown key (known: host, port, tls)"},
+      {R"({"upstream": {"u": {"resolve": {"host": "a"}, "balance": "random"}}})",
+       "upstream.u.balance at 1:58: must be peak_ewma or round_robin"},
+      {R"({"upstream": {"u": {"resolve": {"host": "a"}, "panic_threshold": 101}}})",
+       "upstream.u.panic_threshold at 1:66: must be at most 100"},
+      {R"({"upstream": {"u": {"resolve": {"host": "a"}, "resolve_every": "0s"}}})",
+       "upstream.u.resolve_every at 1:64: must be positive"},
+      {R"({"upstream": {"u": {"resolve": {"host": "a"}, "outlier_detection": {"interval": "0s"}}}})",
+       "upstream.u.outlier_detection.interval at 1:81: must be positive"},
+      {R"({"upstream": {"u": {"resolve": {"host": "a"}, "outlier_detection": {"max_ejection_percent": 101}}}})",
+       "upstream.u.outlier_detection.max_ejection_percent at 1:93: must be at most 100"},
+      {R"({"upstream": {"u": {"resolve": {"host": "a"}, "outlier_detection": {"success_rate": {"minimum_hosts": 0}}}}})",
+       "upstream.u.outlier_detection.success_rate.minimum_hosts at 1:103: must be at least 1"},
+      {R"({"upstream": {"u": {"resolve": {"host": "a"}, "outlier_detection": {"failure_percentage": {"threshold": 101}}}}})",
+       "upstream.u.outlier_detection.failure_percentage.threshold at 1:105: must be at most 100"},
+      {R"({"upstream": {"u": {"resolve": {"host": "a"}, "name": "b"}}})",
+       "upstream.u.name at 1:55: unknown key (known: replicas, resolve,"},
+  };
+  for (const auto& [document, expected] : cases) {
+    const std::string what = config_http_refusal(document);
+    BOOST_TEST(what.find(expected) == 0u, document << "\n  gave: " << what << "\n  want: " << expected);
+  }
+  const std::string long_name(201, 'n');
+  BOOST_TEST(config_http_refusal(R"({"upstream": {")" + long_name + R"(": {"resolve": {"host": "a"}}}})")
+                 .find("upstream." + long_name + " at 1:") == 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -213,6 +352,29 @@ BOOST_AUTO_TEST_CASE(an_http_client_survives_a_reload_where_its_options_stay) {
   const auto refused = live.reload(R"({"http_client": {"a": {"max_retries": 2, "attempt_timeout": "1m"}}})");
   BOOST_TEST(!refused.accepted);
   BOOST_TEST(refused.reason.find("http_client.a.attempt_timeout at 1:61: must not be longer") == 0u, refused.reason);
+  BOOST_TEST(live.current() == after, "the running snapshot stays");
+}
+
+// An upstream written the same is the same replica set after a reload (its
+// ejections, latencies and resolution kept); one whose options changed is new.
+BOOST_AUTO_TEST_CASE(an_upstream_survives_a_reload_where_its_options_stay) {
+  config::live_config live{R"({"upstream": {"a": {"resolve": {"host": "a.svc"}},
+                                             "b": {"replicas": [{"host": "10.0.0.1"}]}}})"};
+  const auto before = live.current();
+  const auto a = before->upstream("a").core();
+  const auto b = before->upstream("b").core();
+  BOOST_TEST(live.reload(R"({"upstream": {"a": {"resolve": {"host": "a.svc", "port": 80}, "warm_up": "10s"},
+                                          "b": {"replicas": [{"host": "10.0.0.2"}]}}})")
+                 .accepted);
+  const auto after = live.current();
+  BOOST_TEST(after->upstream("a").core() == a, "unchanged (a default spelt out): kept");
+  BOOST_TEST(after->upstream("b").core() != b, "changed: a new replica set");
+  BOOST_TEST(after->upstream("b").options().replicas()[0].host == "10.0.0.2");
+  BOOST_TEST(before->upstream("b").options().replicas()[0].host == "10.0.0.1", "the old snapshot keeps its own");
+
+  const auto refused = live.reload(R"({"upstream": {"a": {}}})");
+  BOOST_TEST(!refused.accepted);
+  BOOST_TEST(refused.reason.find("upstream.a at 1:20: the options name no replica") == 0u, refused.reason);
   BOOST_TEST(live.current() == after, "the running snapshot stays");
 }
 

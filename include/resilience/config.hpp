@@ -62,13 +62,15 @@
 
 // The HTTP library's types, declared only: this header stays Asio-only. A
 // program that asks for an http_client or http_server includes
-// <resilience/http/client.hpp> or <resilience/http/server_options.hpp>.
+// <resilience/http/client.hpp>, <resilience/http/server_options.hpp> or
+// <resilience/http/upstream.hpp>.
 namespace resilience::http {
 template <resilience::clock Clock>
 class basic_client;
 using client = basic_client<steady_clock>;
 class client_options;
 class server_options;
+class upstream;
 }  // namespace resilience::http
 
 namespace resilience::config {
@@ -126,7 +128,7 @@ struct shared_objects;
 // What a name_key finds in a snapshot: for each kind, the entries by key
 // (null where the key names none of that kind).
 enum class entry_kind : std::uint8_t {
-  retry, timeout, hedging, breaker, bulkhead, rate_limiter, adaptive_throttle, budget, http_client, http_server, count
+  retry, timeout, hedging, breaker, bulkhead, rate_limiter, adaptive_throttle, budget, http_client, http_server, upstream, count
 };
 using entry_slots = std::array<std::vector<const void*>, static_cast<std::size_t>(entry_kind::count)>;
 }  // namespace detail
@@ -152,9 +154,11 @@ class snapshot {
   // HTTP client) takes it: budget(snapshot.budget("x")).
   const resilience::detail::budget_ref& budget(std::string_view name) const;
   // The HTTP library's sections (built only with it): an http_client entry's
-  // client, owned by the snapshot, and an http_server entry's options.
+  // client, owned by the snapshot, an http_server entry's options, and an
+  // upstream entry's replica set (a handle: a copy shares its state).
   http::client& http_client(std::string_view name) const;
   const http::server_options& http_server(std::string_view name) const;
+  http::upstream& upstream(std::string_view name) const;
 
   // The same, by key: an index, no search (what a call path should use).
   const retry_policy& retry(const name_key& k) const { return find<const retry_policy>(k, kind::retry); }
@@ -175,6 +179,7 @@ class snapshot {
   const http::server_options& http_server(const name_key& k) const {
     return find<const http::server_options>(k, kind::http_server);
   }
+  http::upstream& upstream(const name_key& k) const { return find<http::upstream>(k, kind::upstream); }
 
   // 1 for the first document a live_config accepted, one more per reload.
   std::uint64_t version() const noexcept { return version_; }

@@ -1,11 +1,14 @@
 // The HTTP library's sections: "http_client" (an http::client per entry,
-// owned by the snapshot and carried over a reload while its options stay) and
-// "http_server" (http::server_options). Compiled into resilience::config only
-// when resilience::http is built (no_http_sections.cpp otherwise).
+// owned by the snapshot and carried over a reload while its options stay),
+// "upstream" (an http::upstream per entry, a shared replica set carried over
+// likewise) and "http_server" (http::server_options). Compiled into
+// resilience::config only when resilience::http is built
+// (no_http_sections.cpp otherwise).
 #include "shared_objects.hpp"
 
 #include <resilience/http/client.hpp>
 #include <resilience/http/server_options.hpp>
+#include <resilience/http/upstream.hpp>
 
 #include <array>
 #include <climits>
@@ -16,9 +19,12 @@ namespace detail {
 namespace json = boost::json;
 using http::client_options;
 using http::server_options;
+using http::outlier_detection_options;
+using http::upstream_options;
 
 struct http_entries {
   std::map<std::string, owned<http::client>, std::less<>> clients;
+  std::map<std::string, owned<http::upstream>, std::less<>> upstreams;
   std::map<std::string, server_options, std::less<>> servers;
 };
 
@@ -276,7 +282,192 @@ const field<server_options> server_fields[] = {
     RESILIENCE_OPTION(server_options, "drain_grace", drain_grace(), drain_grace),
 };
 
-constexpr std::string_view section_names[] = {"http_client", "http_server"};
+// -- upstream --
+
+// A setter's "x::y: host must ..." is said of path.host when its first word
+// is one of `keys` (the object's), else of path.
+[[noreturn]] void fail_at_named(const std::invalid_argument& e, const std::string& path, key_list keys,
+                                const document_reader& r) {
+  std::string_view what = e.what();
+  if (const std::size_t colon = what.find(": "); colon != std::string_view::npos) what.remove_prefix(colon + 2);
+  const std::string_view word = what.substr(0, what.find(' '));
+  for (const auto k : keys)
+    if (k == word) {
+      const std::string at = path + "." + std::string(k);
+      r.fail(at, setter_reason(e, at));
+    }
+  r.fail(path, setter_reason(e, path));
+}
+
+constexpr std::string_view endpoint_keys[] = {"host", "port", "tls", "address"};
+constexpr std::string_view resolve_keys[] = {"host", "port", "tls"};
+
+// {"host": ..., "port": ..., "tls": ..., "address": ...}: port left out is
+// the scheme's, as endpoint::http and endpoint::https have it.
+http::endpoint read_endpoint(const json::value& v, const std::string& path, const document_reader& r, key_list keys) {
+  const auto& o = r.object_at(v, path);
+  r.only_keys(o, path, keys);
+  const auto* host = o.if_contains("host");
+  if (!host) r.fail(path + ".host", "is required");
+  const std::string name(r.string_at(*host, path + ".host"));
+  const auto* tls = o.if_contains("tls");
+  const bool secure = tls && r.bool_at(*tls, path + ".tls");
+  const auto* port_value = o.if_contains("port");
+  const auto port = port_value ? r.unsigned_at(*port_value, path + ".port", UINT16_MAX) : 0;
+  const auto* address = o.if_contains("address");
+  const std::string at(address ? r.string_at(*address, path + ".address") : "");
+  http::endpoint e;
+  try {
+    e = secure ? http::endpoint::https(name) : http::endpoint::http(name);
+    if (port_value) e.port = static_cast<std::uint16_t>(port);
+    e.address = at;
+    e.validate();
+  } catch (const std::invalid_argument& error) {
+    fail_at_named(error, path, keys, r);
+  }
+  return e;
+}
+
+json::value write_endpoint(const http::endpoint& e) {
+  json::object out{{"host", e.host}, {"port", e.port}, {"tls", e.tls}};
+  if (!e.address.empty()) out["address"] = e.address;
+  return out;
+}
+
+constexpr std::string_view success_rate_keys[] = {"stdev_factor", "minimum_hosts", "request_volume"};
+constexpr std::string_view failure_percentage_keys[] = {"threshold", "minimum_hosts", "request_volume"};
+
+// A rule's numbers: what the object leaves out keeps the setter's default.
+// null, as left out: off.
+void read_success_rate(outlier_detection_options& o, const json::value& v, const std::string& path,
+                       const document_reader& r) {
+  if (v.is_null()) return;
+  const auto& obj = r.object_at(v, path);
+  r.only_keys(obj, path, success_rate_keys);
+  auto rule = *outlier_detection_options{}.success_rate().success_rate_ejection();
+  if (const auto* x = obj.if_contains("stdev_factor")) rule.stdev_factor = r.number_at(*x, path + ".stdev_factor");
+  if (const auto* x = obj.if_contains("minimum_hosts"))
+    rule.minimum_hosts = static_cast<std::uint32_t>(r.unsigned_at(*x, path + ".minimum_hosts", UINT32_MAX));
+  if (const auto* x = obj.if_contains("request_volume"))
+    rule.request_volume = static_cast<std::uint32_t>(r.unsigned_at(*x, path + ".request_volume", UINT32_MAX));
+  try {
+    o = o.success_rate(rule.stdev_factor, rule.minimum_hosts, rule.request_volume);
+  } catch (const std::invalid_argument& e) {
+    fail_at_named(e, path, success_rate_keys, r);
+  }
+}
+
+void read_failure_percentage(outlier_detection_options& o, const json::value& v, const std::string& path,
+                             const document_reader& r) {
+  if (v.is_null()) return;
+  const auto& obj = r.object_at(v, path);
+  r.only_keys(obj, path, failure_percentage_keys);
+  auto rule = *outlier_detection_options{}.failure_percentage().failure_percentage_ejection();
+  if (const auto* x = obj.if_contains("threshold"))
+    rule.threshold = static_cast<std::uint32_t>(r.unsigned_at(*x, path + ".threshold", UINT32_MAX));
+  if (const auto* x = obj.if_contains("minimum_hosts"))
+    rule.minimum_hosts = static_cast<std::uint32_t>(r.unsigned_at(*x, path + ".minimum_hosts", UINT32_MAX));
+  if (const auto* x = obj.if_contains("request_volume"))
+    rule.request_volume = static_cast<std::uint32_t>(r.unsigned_at(*x, path + ".request_volume", UINT32_MAX));
+  try {
+    o = o.failure_percentage(rule.threshold, rule.minimum_hosts, rule.request_volume);
+  } catch (const std::invalid_argument& e) {
+    fail_at_named(e, path, failure_percentage_keys, r);
+  }
+}
+
+constexpr field<outlier_detection_options> outlier_fields[] = {
+    RESILIENCE_OPTION(outlier_detection_options, "consecutive_5xx", consecutive_5xx(), consecutive_5xx),
+    RESILIENCE_OPTION(outlier_detection_options, "consecutive_gateway_failure", consecutive_gateway_failure(),
+                      consecutive_gateway_failure),
+    RESILIENCE_OPTION(outlier_detection_options, "interval", interval(), interval),
+    RESILIENCE_OPTION(outlier_detection_options, "base_ejection_time", base_ejection_time(), base_ejection_time),
+    RESILIENCE_OPTION(outlier_detection_options, "max_ejection_time", max_ejection_time(), max_ejection_time),
+    RESILIENCE_OPTION(outlier_detection_options, "max_ejection_percent", max_ejection_percent(), max_ejection_percent),
+    custom<outlier_detection_options>(
+        "success_rate",
+        [](outlier_detection_options& o, const json::value& v, const std::string& path, const document_reader& r) {
+          read_success_rate(o, v, path, r);
+        },
+        [](const outlier_detection_options& o) {
+          const auto& rule = o.success_rate_ejection();
+          if (!rule) return json::value();
+          return json::value(json::object{{"stdev_factor", rule->stdev_factor},
+                                          {"minimum_hosts", rule->minimum_hosts},
+                                          {"request_volume", rule->request_volume}});
+        },
+        success_rate_keys),
+    custom<outlier_detection_options>(
+        "failure_percentage",
+        [](outlier_detection_options& o, const json::value& v, const std::string& path, const document_reader& r) {
+          read_failure_percentage(o, v, path, r);
+        },
+        [](const outlier_detection_options& o) {
+          const auto& rule = o.failure_percentage_ejection();
+          if (!rule) return json::value();
+          return json::value(json::object{{"threshold", rule->threshold},
+                                          {"minimum_hosts", rule->minimum_hosts},
+                                          {"request_volume", rule->request_volume}});
+        },
+        failure_percentage_keys),
+    RESILIENCE_OPTION(outlier_detection_options, "probe_ejected", probe_ejected(), probe_ejected),
+};
+constexpr auto outlier_keys = keys_of(outlier_fields);
+
+// The name is the entry's; meter and random are code.
+const field<upstream_options> upstream_fields[] = {
+    custom<upstream_options>(
+        "replicas",
+        [](upstream_options& o, const json::value& v, const std::string& path, const document_reader& r) {
+          if (!v.is_array()) r.fail(path, "must be an array of endpoints ({\"host\", \"port\", \"tls\", \"address\"})");
+          std::vector<http::endpoint> list;
+          for (std::size_t i = 0; i < v.get_array().size(); ++i)
+            list.push_back(read_endpoint(v.get_array()[i], path + "[" + std::to_string(i) + "]", r, endpoint_keys));
+          o = o.replicas(std::move(list));
+        },
+        [](const upstream_options& o) {
+          json::array out;
+          for (const auto& e : o.replicas()) out.push_back(write_endpoint(e));
+          return json::value(std::move(out));
+        },
+        endpoint_keys),
+    custom<upstream_options>(
+        "resolve",
+        [](upstream_options& o, const json::value& v, const std::string& path, const document_reader& r) {
+          http::endpoint e = read_endpoint(v, path, r, resolve_keys);
+          o = o.resolve(std::move(e.host), e.port, e.tls);
+        },
+        [](const upstream_options& o) {
+          return o.resolved_name() ? write_endpoint(*o.resolved_name()) : json::value();
+        },
+        resolve_keys),
+    RESILIENCE_OPTION(upstream_options, "resolve_every", resolve_every(), resolve_every),
+    custom<upstream_options>(
+        "balance",
+        [](upstream_options& o, const json::value& v, const std::string& path, const document_reader& r) {
+          const std::string_view b = r.string_at(v, path);
+          if (b == "peak_ewma") o = o.balance(http::balancer::peak_ewma);
+          else if (b == "round_robin") o = o.balance(http::balancer::round_robin);
+          else r.fail(path, "must be peak_ewma or round_robin");
+        },
+        [](const upstream_options& o) {
+          return json::value(o.balance() == http::balancer::round_robin ? "round_robin" : "peak_ewma");
+        }),
+    RESILIENCE_OPTION(upstream_options, "ewma_decay", ewma_decay(), ewma_decay),
+    RESILIENCE_OPTION(upstream_options, "warm_up", warm_up(), warm_up),
+    RESILIENCE_OPTION(upstream_options, "panic_threshold", panic_threshold(), panic_threshold),
+    custom<upstream_options>(
+        "outlier_detection",
+        [](upstream_options& o, const json::value& v, const std::string& path, const document_reader& r) {
+          outlier_detection_options d = o.outlier_detection();
+          read_fields(d, r.object_at(v, path), path, outlier_fields, r);
+          o = o.outlier_detection(std::move(d));
+        },
+        [](const upstream_options& o) { return json::value(write_fields(o.outlier_detection(), outlier_fields)); },
+        outlier_keys),
+};
+
+constexpr std::string_view section_names[] = {"http_client", "http_server", "upstream"};
 
 }  // namespace
 
@@ -285,6 +476,7 @@ key_list http_section_names() { return section_names; }
 void add_http_keys(std::vector<std::string>& out) {
   add_keys(out, "http_client", client_fields);
   add_keys(out, "http_server", server_fields);
+  add_keys(out, "upstream", upstream_fields);
 }
 
 void read_http_sections(const json::object& doc, const document_reader& r, const shared_objects* previous,
@@ -321,6 +513,34 @@ void read_http_sections(const json::object& doc, const document_reader& r, const
   });
   if (!clients.empty()) out.document["http_client"] = std::move(clients);
 
+  // As a client: kept while its options are written the same, so that its
+  // replicas keep their latency, ejections and resolution.
+  json::object upstreams;
+  for_each_entry(doc, "upstream", r, [&](std::string name, const json::object& entry, const std::string& path) {
+    upstream_options o;
+    try {
+      o = o.name(name);
+    } catch (const std::invalid_argument& e) {
+      r.fail(path, setter_reason(e, path));
+    }
+    read_fields(o, entry, path, upstream_fields, r);
+    json::value written = write_fields(o, upstream_fields);
+    std::shared_ptr<http::upstream> kept;
+    if (before)
+      if (const auto old = before->upstreams.find(name); old != before->upstreams.end() && old->second.options == written)
+        kept = old->second.object;
+    if (!kept) {
+      try {
+        kept = std::make_shared<http::upstream>(std::move(o));  // neither replicas nor a name: refused
+      } catch (const std::invalid_argument& e) {
+        r.fail(path, setter_reason(e, path));
+      }
+    }
+    upstreams[name] = written;
+    entries->upstreams.emplace(std::move(name), owned<http::upstream>{std::move(kept), std::move(written)});
+  });
+  if (!upstreams.empty()) out.document["upstream"] = std::move(upstreams);
+
   json::object servers;
   for_each_entry(doc, "http_server", r, [&](std::string name, const json::object& entry, const std::string& path) {
     server_options o;
@@ -337,9 +557,16 @@ void add_http_slots(const shared_objects& objects, const slot_adder& add) {
   if (!objects.http) return;
   for (const auto& [name, entry] : objects.http->clients) add(entry_kind::http_client, name, entry.object.get());
   for (const auto& [name, options] : objects.http->servers) add(entry_kind::http_server, name, &options);
+  for (const auto& [name, entry] : objects.http->upstreams) add(entry_kind::upstream, name, entry.object.get());
 }
 
 }  // namespace detail
+
+http::upstream& snapshot::upstream(std::string_view name) const {
+  if (const auto* h = objects_->http.get())
+    if (const auto found = h->upstreams.find(name); found != h->upstreams.end()) return *found->second.object;
+  throw std::out_of_range("config: no upstream named \"" + std::string(name) + "\"");
+}
 
 http::client& snapshot::http_client(std::string_view name) const {
   if (const auto* h = objects_->http.get())

@@ -1,4 +1,4 @@
-// Built without the HTTP library: no http_client or http_server section (a
+// Built without the HTTP library: no http_client, http_server or upstream section (a
 // document naming one is refused as an unknown section).
 #include "shared_objects.hpp"
 
@@ -17,6 +17,9 @@ http::client& snapshot::http_client(std::string_view name) const {
 }
 const http::server_options& snapshot::http_server(std::string_view name) const {
   throw std::out_of_range("config: no http_server named \"" + std::string(name) + "\" (built without resilience::http)");
+}
+http::upstream& snapshot::upstream(std::string_view name) const {
+  throw std::out_of_range("config: no upstream named \"" + std::string(name) + "\" (built without resilience::http)");
 }
 
 }  // namespace resilience::config

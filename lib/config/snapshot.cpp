@@ -587,7 +587,7 @@ detail::entry_slots slots_of(const detail::shared_objects& o) {
 }
 
 constexpr const char* kind_names[] = {"retry", "timeout", "hedging", "breaker", "bulkhead", "rate_limiter",
-                                      "adaptive_throttle", "retry_budget", "http_client", "http_server"};
+                                      "adaptive_throttle", "retry_budget", "http_client", "http_server", "upstream"};
 static_assert(std::size(kind_names) == static_cast<std::size_t>(detail::entry_kind::count));
 
 }  // namespace
