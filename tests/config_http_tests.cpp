@@ -379,3 +379,27 @@ BOOST_AUTO_TEST_CASE(an_upstream_survives_a_reload_where_its_options_stay) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(config_status)
+
+// The status page shows each upstream's replicas; the upstream hook adds
+// what the document cannot say to each upstream built.
+BOOST_AUTO_TEST_CASE(the_status_page_shows_an_upstream_s_replicas) {
+  int built = 0;
+  config::code_hooks hooks;
+  hooks.upstream = [&](std::string_view name, resilience::http::upstream_options o) {
+    ++built;
+    BOOST_TEST(name == "pricing");
+    return o;
+  };
+  config::live_config live{R"({"upstream": {"pricing": {"replicas": [{"host": "10.0.0.1", "port": 8080},
+                                                                      {"host": "10.0.0.2", "port": 8080}]}}})",
+                           "status.json", hooks};
+  BOOST_TEST(built == 1);
+  const std::string json = config::status_json(*live.current());
+  for (const char* part : {"\"upstreams\":{\"pricing\":{\"panic\":false,\"ejected\":0", "\"key\":\"10.0.0.1:8080\"",
+                           "\"key\":\"10.0.0.2:8080\"", "\"ejected\":false"})
+    BOOST_TEST(json.find(part) != std::string::npos, part << " in " << json);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -71,6 +71,7 @@ using client = basic_client<steady_clock>;
 class client_options;
 class server_options;
 class upstream;
+class upstream_options;
 }  // namespace resilience::http
 
 namespace resilience::config {
@@ -216,6 +217,7 @@ class snapshot {
 struct code_hooks {
   std::function<breaker_options(std::string_view name, breaker_options)> breaker;
   std::function<http::client_options(std::string_view name, http::client_options)> http_client;
+  std::function<http::upstream_options(std::string_view name, http::upstream_options)> upstream;  // a meter
 };
 
 // Reads a document. `previous` (optional) lends its shared objects to the

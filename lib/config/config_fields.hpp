@@ -206,6 +206,9 @@ void add_http_keys(std::vector<std::string>& out);
 // Each http_client and http_server entry, for the snapshot's name_key slots.
 using slot_adder = std::function<void(entry_kind, const std::string& name, const void* entry)>;
 void add_http_slots(const shared_objects& objects, const slot_adder& add);
+// The HTTP sections' live state for the status page: each upstream's
+// replicas (ejected, in flight, latency) under "upstreams".
+void add_http_status(const shared_objects& objects, boost::json::object& out);
 void read_http_sections(const boost::json::object& doc, const document_reader& r, const shared_objects* previous,
                         shared_objects& out);
 

@@ -531,6 +531,7 @@ void read_http_sections(const json::object& doc, const document_reader& r, const
         kept = old->second.object;
     if (!kept) {
       try {
+        if (r.hooks && r.hooks->upstream) o = r.hooks->upstream(name, std::move(o));
         kept = std::make_shared<http::upstream>(std::move(o));  // neither replicas nor a name: refused
       } catch (const std::invalid_argument& e) {
         r.fail(path, setter_reason(e, path));
@@ -558,6 +559,27 @@ void add_http_slots(const shared_objects& objects, const slot_adder& add) {
   for (const auto& [name, entry] : objects.http->clients) add(entry_kind::http_client, name, entry.object.get());
   for (const auto& [name, options] : objects.http->servers) add(entry_kind::http_server, name, &options);
   for (const auto& [name, entry] : objects.http->upstreams) add(entry_kind::upstream, name, entry.object.get());
+}
+
+void add_http_status(const shared_objects& objects, json::object& out) {
+  if (!objects.http) return;
+  json::object upstreams;
+  for (const auto& [name, entry] : objects.http->upstreams) {
+    const http::upstream_status st = entry.object->status();
+    json::array replicas;
+    for (const auto& r : st.replicas)
+      replicas.push_back(json::object{{"key", r.key},
+                                      {"ejected", r.ejected},
+                                      {"warming_up", r.warming_up},
+                                      {"ejections", r.ejections},
+                                      {"in_flight", r.in_flight},
+                                      {"latency_estimate", format_duration(r.latency_estimate)},
+                                      {"requests", r.requests},
+                                      {"failures", r.failures}});
+    upstreams[name] = json::object{
+        {"panic", st.panic}, {"ejected", st.ejected()}, {"replicas", std::move(replicas)}, {"options", entry.options}};
+  }
+  out["upstreams"] = std::move(upstreams);
 }
 
 }  // namespace detail

@@ -9,6 +9,7 @@ key_list http_section_names() { return {}; }
 void add_http_keys(std::vector<std::string>&) {}
 void read_http_sections(const boost::json::object&, const document_reader&, const shared_objects*, shared_objects&) {}
 void add_http_slots(const shared_objects&, const slot_adder&) {}
+void add_http_status(const shared_objects&, boost::json::object&) {}
 
 }  // namespace detail
 

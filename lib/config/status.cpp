@@ -52,6 +52,7 @@ json::object status_of(const snapshot& s) {
   json::object throttles;
   for (const auto& [name, entry] : objects.throttles) throttles[name] = json::object{{"options", entry.options}};
   out["adaptive_throttles"] = std::move(throttles);
+  detail::add_http_status(objects, out);
   return out;
 }
 
